@@ -1,0 +1,386 @@
+"""Policy losses of the GRPO family, as one registry (METHODS.md section 2).
+
+Every loss is ``loss = sum_{i,t} weights[i,t] * per_token_loss[i,t]``. The
+aggregation ``weights`` (B, T) come from :func:`token_weights`, computed ONCE on
+the full batch and zero on padding, so that splitting the rows into micro-batches
+and summing their losses gives exactly the full-batch loss and gradient.
+
+A variant = ratio (token | sequence) x surrogate (clipped | truncated-IS weight |
+positive-only) x aggregation; each registered variant composes these parts. The
+KL anchor (:func:`kl_penalty`) is added once by the trainer, outside the variants.
+
+Shapes: P prompts, G samples per prompt, B = P*G rows (row p*G + g is sample g of
+prompt p), T completion tokens (right-padded).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.advantages import STD_NORMS
+
+AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "prompt_mean", "constant", "wapo")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+
+
+# ----------------------------------------------------------------------------- aggregation
+def token_weights(
+    mask_B_T: Tensor,
+    group_size: int,
+    mode: str,
+    max_len: int | None = None,
+    adv_B: Tensor | None = None,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
+    """(B, T) aggregation weights, zero on padding and on zero-length rows.
+
+    mask_B_T: (B, T) loss mask (bool or float; nonzero = loss token). Modes:
+      - ``token_mean`` (DAPO): 1 / sum M over the batch;
+      - ``seq_mean_token_mean`` (GRPO): (1/B) (1/|y_i|);
+      - ``prompt_mean`` (ScaleRL): (1/P) / sum_{i in p} |y_i|;
+      - ``constant`` (Dr.GRPO): 1 / (B * L_max), L_max = max_len (required);
+      - ``wapo``: 1 / (G * L_max) on completions with adv_B > 0, divided by the
+        number of groups with at least one winner (needs adv_B and max_len).
+    B and P count only rows / prompts with at least one loss token, so masking a
+    whole group out (zero-variance filtering) also removes it from the normaliser.
+    dtype: weight dtype; default the mask's float dtype, else float32.
+    """
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {mode!r}; use one of {', '.join(AGGREGATIONS)}")
+    m = _float_mask(mask_B_T, dtype)
+    B = m.shape[0]
+    if group_size < 1 or B % group_size:
+        raise ValueError(f"batch of {B} rows is not a whole number of groups of {group_size}")
+    length_B = m.sum(-1)
+    row_live = (length_B > 0).to(m.dtype)
+    if mode == "token_mean":
+        return m / m.sum().clamp(min=1.0)
+    if mode == "seq_mean_token_mean":
+        return m / (row_live.sum().clamp(min=1.0) * length_B.clamp(min=1.0))[:, None]
+    if mode == "prompt_mean":
+        length_P = length_B.view(-1, group_size).sum(-1)
+        n_prompts = (length_P > 0).sum().clamp(min=1)
+        return m / (n_prompts * length_P.clamp(min=1.0)).repeat_interleave(group_size)[:, None]
+    L_max = _check_max_len(max_len, length_B, mode)
+    if mode == "constant":
+        return m / (row_live.sum().clamp(min=1.0) * L_max)
+    if adv_B is None or adv_B.shape != (B,):
+        raise ValueError(f"wapo aggregation needs adv_B of shape ({B},); pass the advantages")
+    winner_B = (adv_B > 0) & (length_B > 0)
+    n_groups = winner_B.view(-1, group_size).any(-1).sum().clamp(min=1)
+    return m * winner_B.to(m.dtype)[:, None] / (group_size * L_max * n_groups)
+
+
+def _float_mask(mask: Tensor, dtype: torch.dtype | None) -> Tensor:
+    if mask.dim() != 2:
+        raise ValueError(f"mask must have shape (B, T), got {tuple(mask.shape)}")
+    if dtype is None:
+        dtype = mask.dtype if mask.is_floating_point() else torch.float32
+    return (mask != 0).to(dtype)
+
+
+def _check_max_len(max_len: int | None, length_B: Tensor, mode: str) -> int:
+    if max_len is None or max_len <= 0:
+        raise ValueError(f"{mode} aggregation needs max_len > 0 (the generation budget L_max)")
+    if length_B.numel() and int(length_B.max()) > max_len:
+        raise ValueError(
+            f"{mode} aggregation: a completion has {int(length_B.max())} loss tokens > max_len={max_len}; "
+            "pass the generation budget as max_len"
+        )
+    return max_len
+
+
+# ----------------------------------------------------------------------------- inputs, config
+@dataclass(frozen=True)
+class LossInputs:
+    """Tensors one loss call needs. B rows, T tokens.
+
+    logp: (B, T) log-prob of the sampled tokens under the current policy (requires grad).
+    old_logp: (B, T) log-prob under the behaviour policy that sampled them.
+    adv: (B,) advantage of each completion (broadcast to its tokens).
+    mask: (B, T) loss mask, bool or float (nonzero = loss token).
+    weights: (B, T) aggregation weights from :func:`token_weights` (full batch).
+    """
+
+    logp: Tensor
+    old_logp: Tensor
+    adv: Tensor
+    mask: Tensor
+    weights: Tensor
+
+    def __post_init__(self) -> None:
+        shape = self.logp.shape
+        if len(shape) != 2:
+            raise ValueError(f"logp must have shape (B, T), got {tuple(shape)}")
+        for name in ("old_logp", "mask", "weights"):
+            if getattr(self, name).shape != shape:
+                raise ValueError(f"{name} has shape {tuple(getattr(self, name).shape)}, logp {tuple(shape)}")
+        if self.adv.shape != (shape[0],):
+            raise ValueError(f"adv must have shape ({shape[0]},), got {tuple(self.adv.shape)}")
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """Hyper-parameters of the policy losses (a variant reads only the ones it uses)."""
+
+    eps_low: float = 0.2
+    """Lower clip: ratio floor 1 - eps_low (grpo, dr_grpo, dapo, gspo)."""
+    eps_high: float = 0.2
+    """Upper clip: ratio ceiling 1 + eps_high (dapo default 0.28, gspo 4e-4 via LossSpec.defaults)."""
+    eps_max: float = 4.0
+    """cispo: absolute cap on the stop-gradient IS weight rho (not 1 + eps)."""
+    cispo_eps_low: float | None = None
+    """cispo: optional floor 1 - cispo_eps_low on the IS weight (MiniMax-M1); None = no floor."""
+    wapo_eps: float = 9.0
+    """wapo: ratio cap 1 + wapo_eps (zero gradient above it); reference default 9 (cap 10)."""
+    gspo_token: bool = False
+    """gspo: use the GSPO-token form s_it = sg(s_i) pi / sg(pi) (same value, per-token gradient)."""
+
+
+LossFn = Callable[[LossInputs, LossConfig], tuple[Tensor, dict[str, Tensor]]]
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """A registered variant: its per-token loss and the aggregation / std_norm it expects."""
+
+    fn: LossFn
+    aggregation: str
+    std_norm: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+    paper: str = ""
+
+
+LOSSES: dict[str, LossSpec] = {}
+
+
+def register(
+    name: str, *, aggregation: str, std_norm: str, paper: str, defaults: dict[str, Any] | None = None
+) -> Callable[[LossFn], LossFn]:
+    """Decorator: add ``fn(inp, cfg) -> (per_token_loss (B,T), stats)`` to LOSSES."""
+    if name in LOSSES:
+        raise ValueError(f"loss {name!r} is already registered")
+    if aggregation not in AGGREGATIONS or std_norm not in STD_NORMS:
+        raise ValueError(f"loss {name!r}: bad aggregation {aggregation!r} or std_norm {std_norm!r}")
+    unknown = set(defaults or {}) - set(LossConfig.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"loss {name!r}: defaults name unknown LossConfig fields {sorted(unknown)}")
+
+    def wrap(fn: LossFn) -> LossFn:
+        LOSSES[name] = LossSpec(fn, aggregation, std_norm, dict(defaults or {}), paper)
+        return fn
+
+    return wrap
+
+
+def get_loss(name: str) -> LossSpec:
+    """The registered LossSpec; unknown name -> ValueError listing names (with did-you-mean)."""
+    if name not in LOSSES:
+        close = difflib.get_close_matches(name, list(LOSSES), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(f"unknown loss {name!r}; {hint}registered: {', '.join(sorted(LOSSES))}")
+    return LOSSES[name]
+
+
+def loss_config(name: str, **overrides: Any) -> LossConfig:
+    """LossConfig for a variant: LossConfig defaults < the variant's defaults < overrides."""
+    fields = list(LossConfig.__dataclass_fields__)
+    for key in overrides:
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown loss setting {key!r}; {hint}known: {', '.join(fields)}")
+    return replace(LossConfig(), **{**get_loss(name).defaults, **overrides})
+
+
+def policy_loss(name: str, inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """Scalar loss sum(weights * per_token_loss) and detached scalar stats for one variant.
+
+    cfg is used as given (build it with :func:`loss_config` to get the variant's defaults).
+    """
+    per_token, stats = get_loss(name).fn(inp, cfg)
+    loss = (inp.weights * per_token).sum()
+    return loss, {k: v.detach() for k, v in stats.items()}
+
+
+# ----------------------------------------------------------------------------- parts
+def token_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """(B, T) rho = exp(logp - old_logp) on loss tokens, exactly 1 (no gradient) on padding."""
+    return torch.exp(_masked_log_ratio(logp, old_logp, mask))
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, token_form: bool = False) -> Tensor:
+    """GSPO ratio (arXiv 2507.18071), (B, T): s_i = exp((1/|y_i|) sum_t (logp - old_logp)).
+
+    token_form=False: s_i broadcast to every token (its gradient reaches all tokens of i).
+    token_form=True (GSPO-token): s_it = sg(s_i) * exp(logp_t - sg(logp_t)), same value,
+    each token's gradient flows only through its own logp. Padding gets ratio 1.
+    """
+    m = mask != 0
+    log_ratio = _masked_log_ratio(logp, old_logp, mask)
+    length_B = m.sum(-1).clamp(min=1).to(log_ratio.dtype)
+    s_B = torch.exp(log_ratio.sum(-1) / length_B)
+    if not token_form:
+        return torch.where(m, s_B[:, None].expand_as(log_ratio), torch.ones_like(log_ratio))
+    live_logp = torch.where(m, logp, torch.zeros_like(logp))
+    s_BT = s_B.detach()[:, None] * torch.exp(live_logp - live_logp.detach())
+    return torch.where(m, s_BT, torch.ones_like(s_BT))
+
+
+def clipped_surrogate(ratio: Tensor, adv_B: Tensor, eps_low: float, eps_high: float) -> Tensor:
+    """PPO clipped loss, (B, T): -min(ratio*A, clip(ratio, 1-eps_low, 1+eps_high)*A).
+
+    Where the clipped branch is active (ratio > 1+eps_high with A > 0, ratio < 1-eps_low
+    with A < 0) the gradient is exactly zero.
+    """
+    adv = adv_B[:, None].to(ratio.dtype)
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    return -torch.minimum(ratio * adv, clipped * adv)
+
+
+def truncated_is_reinforce(
+    logp: Tensor, ratio: Tensor, adv_B: Tensor, mask: Tensor, eps_max: float, eps_low: float | None
+) -> Tensor:
+    """CISPO loss, (B, T): -sg(clip(rho, 1-eps_low, eps_max)) * A * logp (floor only if eps_low set).
+
+    Truncated tokens keep their gradient, scaled by the truncated weight.
+    """
+    floor = None if eps_low is None else 1.0 - eps_low
+    is_weight = torch.clamp(ratio.detach(), min=floor, max=eps_max)
+    live_logp = torch.where(mask != 0, logp, torch.zeros_like(logp))
+    return -is_weight * adv_B[:, None].to(logp.dtype) * live_logp
+
+
+def positive_only(per_token: Tensor, adv_B: Tensor) -> Tensor:
+    """Zero the rows whose advantage is <= 0 (WAPO: only winners update)."""
+    return torch.where((adv_B > 0)[:, None], per_token, torch.zeros_like(per_token))
+
+
+def _masked_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    # torch.where (not multiplication) so that inf/NaN in padded positions cannot leak
+    diff = logp - old_logp
+    return torch.where(mask != 0, diff, torch.zeros_like(diff))
+
+
+def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    m = mask != 0
+    return torch.where(m, x, torch.zeros_like(x)).sum() / m.sum().clamp(min=1)
+
+
+def _stats(
+    inp: LossInputs, ratio: Tensor, low: Tensor, high: Tensor, trunc: Tensor | None = None
+) -> dict[str, Tensor]:
+    """Detached token means over the mask. approx_kl is the k3 estimate of KL(old || new),
+    mean of (rho - 1 - log rho) with rho the token ratio (unbiased, >= 0)."""
+    with torch.no_grad():
+        log_rho = _masked_log_ratio(inp.logp, inp.old_logp, inp.mask)
+        zero = torch.zeros((), dtype=ratio.dtype, device=ratio.device)
+        return {
+            "clip_frac_low": _masked_mean(low.to(ratio.dtype), inp.mask),
+            "clip_frac_high": _masked_mean(high.to(ratio.dtype), inp.mask),
+            "approx_kl": _masked_mean(torch.expm1(log_rho) - log_rho, inp.mask),
+            "ratio_mean": _masked_mean(ratio, inp.mask),
+            "trunc_frac": zero if trunc is None else _masked_mean(trunc.to(ratio.dtype), inp.mask),
+        }
+
+
+def _ppo_clip(inp: LossInputs, cfg: LossConfig, ratio: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    per_token = clipped_surrogate(ratio, inp.adv, cfg.eps_low, cfg.eps_high)
+    per_token = torch.where(inp.mask != 0, per_token, torch.zeros_like(per_token))
+    adv = inp.adv[:, None]
+    low = (ratio < 1.0 - cfg.eps_low) & (adv < 0)
+    high = (ratio > 1.0 + cfg.eps_high) & (adv > 0)
+    return per_token, _stats(inp, ratio.detach(), low, high)
+
+
+# ----------------------------------------------------------------------------- variants
+@register("grpo", aggregation="seq_mean_token_mean", std_norm="group", paper="arXiv 2402.03300")
+def grpo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """GRPO (DeepSeekMath, arXiv 2402.03300): token-ratio PPO clip, sequence-mean-token-mean."""
+    return _ppo_clip(inp, cfg, token_ratio(inp.logp, inp.old_logp, inp.mask))
+
+
+@register("dr_grpo", aggregation="constant", std_norm="none", paper="arXiv 2503.20783")
+def dr_grpo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """Dr.GRPO (arXiv 2503.20783): GRPO's surrogate, no std division, constant normaliser."""
+    return _ppo_clip(inp, cfg, token_ratio(inp.logp, inp.old_logp, inp.mask))
+
+
+@register(
+    "dapo", aggregation="token_mean", std_norm="group", paper="arXiv 2503.14476", defaults={"eps_high": 0.28}
+)
+def dapo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """DAPO (arXiv 2503.14476): clip-higher (eps_low 0.2, eps_high 0.28), token-mean, no KL."""
+    return _ppo_clip(inp, cfg, token_ratio(inp.logp, inp.old_logp, inp.mask))
+
+
+@register(
+    "gspo",
+    aggregation="seq_mean_token_mean",
+    std_norm="group",
+    paper="arXiv 2507.18071",
+    defaults={"eps_low": 3e-4, "eps_high": 4e-4},
+)
+def gspo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """GSPO (arXiv 2507.18071): sequence ratio s_i clipped per sequence (eps 3e-4 / 4e-4).
+
+    Each token carries the sequence loss l_i; with seq_mean_token_mean weights this is
+    (1/B) sum_i l_i. cfg.gspo_token selects the GSPO-token gradient form.
+    """
+    return _ppo_clip(inp, cfg, sequence_ratio(inp.logp, inp.old_logp, inp.mask, cfg.gspo_token))
+
+
+@register("cispo", aggregation="prompt_mean", std_norm="batch", paper="arXiv 2506.13585; arXiv 2510.13786")
+def cispo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """CISPO (MiniMax-M1 arXiv 2506.13585; ScaleRL arXiv 2510.13786): truncated-IS REINFORCE.
+
+    Stats: trunc_frac = clip_frac_high = share of tokens with rho > eps_max (their weight
+    is truncated, their gradient kept); clip_frac_low = share with rho < 1 - cispo_eps_low.
+    """
+    ratio = token_ratio(inp.logp, inp.old_logp, inp.mask)
+    per_token = truncated_is_reinforce(inp.logp, ratio, inp.adv, inp.mask, cfg.eps_max, cfg.cispo_eps_low)
+    ratio = ratio.detach()
+    trunc = ratio > cfg.eps_max
+    low = torch.zeros_like(trunc) if cfg.cispo_eps_low is None else ratio < 1.0 - cfg.cispo_eps_low
+    return per_token, _stats(inp, ratio, low, trunc, trunc)
+
+
+@register("wapo", aggregation="wapo", std_norm="none", paper="WAPO (layer6ai-labs/wapo)")
+def wapo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """WAPO, Winner Advantage Policy Optimization (reference code layer6ai-labs/wapo; no arXiv id
+    recorded in METHODS.md): only completions with A > 0 update; per-token loss
+    -min(rho, 1 + wapo_eps) * A, zero gradient above the cap; weights 1/(G L_max) per token,
+    divided by the number of groups with a winner. clip_frac_high = share of winner tokens
+    (over all loss tokens) above the cap; no lower clip.
+    """
+    ratio = token_ratio(inp.logp, inp.old_logp, inp.mask)
+    per_token = -torch.clamp(ratio, max=1.0 + cfg.wapo_eps) * inp.adv[:, None].to(ratio.dtype)
+    per_token = positive_only(torch.where(inp.mask != 0, per_token, torch.zeros_like(per_token)), inp.adv)
+    ratio = ratio.detach()
+    high = (ratio > 1.0 + cfg.wapo_eps) & (inp.adv[:, None] > 0)
+    return per_token, _stats(inp, ratio, torch.zeros_like(high), high)
+
+
+# ----------------------------------------------------------------------------- KL anchor
+def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: str = "k3", mask: Tensor | None = None) -> Tensor:
+    """(B, T) per-token estimate of KL(pi || pi_ref) on tokens sampled from pi.
+
+    With d = ref_logp - logp: k1 = -d, k2 = 0.5 d^2, k3 = exp(d) - d - 1. The trainer adds
+    kl_coef * sum(weights * kl) once, outside the variants. mask: zero (no gradient) on padding.
+    """
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"unknown KL estimator {estimator!r}; use one of {', '.join(KL_ESTIMATORS)}")
+    d = ref_logp - logp
+    if mask is not None:
+        d = torch.where(mask != 0, d, torch.zeros_like(d))
+    if estimator == "k1":
+        return -d
+    if estimator == "k2":
+        return 0.5 * d * d
+    return torch.expm1(d) - d

@@ -1,0 +1,55 @@
+"""``rlvr`` command line: one subcommand per module in :mod:`rlvr.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rlvr.commands import COMMANDS
+from rlvr.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlvr",
+        description="Train, evaluate and analyse language models with RL from verifiable rewards.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"rlvr.commands.{name}")
+        except ModuleNotFoundError as e:  # a command whose module is not written yet
+            if e.name == f"rlvr.commands.{name}":
+                continue
+            raise
+        p = sub.add_parser(
+            name,
+            help=mod.HELP,
+            description=mod.HELP,
+            epilog=getattr(mod, "EPILOG", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

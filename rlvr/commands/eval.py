@@ -1,0 +1,186 @@
+"""``rlvr eval``: pass@k, support, entropy from samples files, or by sampling a checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import UserError
+
+HELP = "Evaluate pass@k, support and entropy from samples files or a checkpoint."
+EPILOG = """examples:
+  rlvr eval --samples runs/a/samples.jsonl
+  rlvr eval --samples trained.jsonl --base-samples base.jsonl --json eval.json --plots plots/
+  rlvr eval runs/a/checkpoints/step_100 --task gsm8k --n 64 --problems 100 --out runs/a
+  rlvr eval runs/a/checkpoints/step_100 --base Qwen/Qwen2.5-0.5B --task math500 --n 256 --out runs/a
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", nargs="?", help="checkpoint to sample from (omit with --samples)")
+    src = parser.add_argument_group("from samples files (no model)")
+    src.add_argument("--samples", help="samples.jsonl of the (trained) model")
+    src.add_argument("--base-samples", help="samples.jsonl of the base model: adds support and crossover k")
+    out = parser.add_argument_group("outputs")
+    out.add_argument("--json", help="write the eval.json result here")
+    out.add_argument("--plots", help="write pass_at_k.png, entropy.png (and support.png) in this folder")
+    out.add_argument("--ks", help="comma-separated k values (default: powers of two up to n, plus n)")
+    gen = parser.add_argument_group("from a checkpoint (samples with a model)")
+    gen.add_argument("--base", help="base checkpoint: sampled too, and scores perplexity of both")
+    gen.add_argument("--task", help="task name, e.g. gsm8k, math500, synthetic")
+    gen.add_argument("--split", default="heldout", help="task split (default: heldout)")
+    gen.add_argument("--n", type=int, default=64, help="samples per problem (default: 64)")
+    gen.add_argument("--problems", type=int, default=100, help="number of problems (default: 100)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    gen.add_argument("--top-p", type=float, default=1.0, help="nucleus top-p (default: 1.0)")
+    gen.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default: 0)")
+    gen.add_argument("--out", help="folder for samples.jsonl, base_samples.jsonl and eval.json")
+
+
+def _parse_ks(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        raise UserError(f"--ks must be comma-separated integers, got {text!r}; e.g. --ks 1,4,16,64") from None
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Write ``obj`` as indented JSON atomically (temp file in the same folder + rename)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    if args.checkpoint and args.samples:
+        raise UserError("give either a CHECKPOINT or --samples, not both; drop one")
+    if not args.checkpoint and not args.samples:
+        raise UserError("nothing to evaluate; pass --samples FILE or a CHECKPOINT")
+    if args.base_samples and not args.samples:
+        raise UserError("--base-samples needs --samples (the trained model's file); add it")
+    if args.samples and args.base:
+        raise UserError("--base samples a model; with --samples use --base-samples FILE instead")
+    if args.checkpoint and not args.task:
+        raise UserError("sampling a checkpoint needs a task; pass --task NAME (e.g. --task gsm8k)")
+    if args.checkpoint and not args.out:
+        raise UserError(
+            "sampling a checkpoint needs an output folder; pass --out DIR (e.g. the run directory)"
+        )
+    if args.checkpoint and (args.n < 1 or args.problems < 1):
+        raise UserError(f"--n and --problems must be >= 1, got {args.n} and {args.problems}; raise them")
+
+
+def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
+    from rlvr.eval.samples import load_samples
+    from rlvr.eval.summary import compare, summarize
+
+    trained = load_samples(args.samples)
+    if args.base_samples:
+        return compare(load_samples(args.base_samples), trained, ks, seed=args.seed)
+    return summarize(trained, ks, seed=args.seed)
+
+
+def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
+    from rlvr.eval.generate import generate_samples, perplexity_under
+    from rlvr.eval.samples import write_samples
+    from rlvr.eval.summary import compare, summarize
+
+    out = Path(args.out)
+    gen = dict(
+        task=args.task,
+        split=args.split,
+        n=args.n,
+        num_problems=args.problems,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
+    trained = generate_samples(args.checkpoint, **gen)
+    write_samples(out / "samples.jsonl", trained)
+    if not args.base:
+        result = summarize(trained, ks, seed=args.seed)
+    else:
+        base = generate_samples(args.base, **gen)
+        write_samples(out / "base_samples.jsonl", base)
+        ppl = {"trained": perplexity_under(args.base, trained), "base": perplexity_under(args.base, base)}
+        result = compare(base, trained, ks, perplexity_under_base=ppl, seed=args.seed)
+    write_json(out / "eval.json", result)
+    return result
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def _tables(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """(pass@k header, pass@k rows, [name, value] rows of the other metrics)."""
+    models = (
+        {"base": result["base"], "trained": result["trained"]} if "support" in result else {"model": result}
+    )
+    first = next(iter(models.values()))
+    header = ["k"] + [f"{name} pass@k [95% CI]" for name in models]
+    rows = [
+        [k]
+        + [
+            f"{b['pass_at_k'][k]:.4f} [{b['pass_at_k_ci'][k][0]:.4f}, {b['pass_at_k_ci'][k][1]:.4f}]"
+            for b in models.values()
+        ]
+        for k in first["pass_at_k"]
+    ]
+    keys = ("problems", "n", "mean_reward", "token_entropy", "answer_entropy", "mean_num_tokens")
+    other = [[f"{name} {key}", _fmt(b.get(key))] for name, b in models.items() for key in keys]
+    if "support" in result:
+        sup = result["support"]
+        other += [[f"support {c}", _fmt(v)] for c, v in sup["counts"].items()]
+        other += [[f"support {r}", _fmt(v)] for r, v in sup["rates"].items()]
+        other += [["crossover k", _fmt(result["crossover_k"])], ["common problems", _fmt(sup["problems"])]]
+    return header, rows, other
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """Print the pass@k table and the other metrics (rich when installed, plain text otherwise)."""
+    header, rows, other = _tables(result)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        for line in [header, *rows, [], *other]:
+            print("  ".join(f"{cell:<24}" for cell in line).rstrip())
+        return
+    console = Console()
+    for cols, body in ((header, rows), (["metric", "value"], other)):
+        table = Table(*cols)
+        for row in body:
+            table.add_row(*row)
+        console.print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_mode(args)
+    ks = _parse_ks(args.ks)
+    result = _from_samples(args, ks) if args.samples else _from_checkpoint(args, ks)
+    if args.json:
+        write_json(args.json, result)
+    if args.plots:
+        from rlvr.eval.plots import plot_all
+
+        plot_all(result, args.plots)
+    print_result(result)
+    return 0

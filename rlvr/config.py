@@ -1,0 +1,455 @@
+"""Typed, frozen configuration. Defaults live only here; YAML and ``key=value``
+overrides are validated against these dataclasses (unknown keys, wrong types and
+broken invariants fail at load time with the fix in the message).
+
+Each field's docstring is the attribute docstring under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from rlvr.errors import UserError
+
+
+class ConfigError(UserError):
+    """A config that cannot be used; the message names the key and the fix."""
+
+
+def _check(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str = "tiny"
+    """Policy family: "tiny" (embedded GPT) or "hf" (any transformers causal LM)."""
+    n_layer: int = 4
+    """Tiny model: transformer blocks."""
+    d_model: int = 128
+    """Tiny model: residual width."""
+    n_head: int = 4
+    """Tiny model: attention heads (d_model must divide evenly)."""
+    context: int = 96
+    """Maximum sequence length (prompt + completion) in tokens."""
+    mlp: str = "swiglu"
+    """Tiny model MLP: "swiglu" or "gelu"."""
+    tie_weights: bool = True
+    """Tie the LM head to the token embedding."""
+    fp32_logits: bool = True
+    """LM head and log-softmax in float32 whatever the rest runs in (ScaleRL's FP32-logits fix)."""
+    dtype: str = "float32"
+    """Compute dtype: "float32" or "bfloat16" (autocast; master weights stay float32)."""
+    path: str = ""
+    """HF model: local directory or hub name (e.g. "Qwen/Qwen2.5-0.5B-Instruct")."""
+    init_from: str = ""
+    """Start from this checkpoint directory; "" = the cached pretrained tiny base model."""
+    gradient_checkpointing: bool = False
+    """HF model: recompute activations in backward to save memory."""
+    lora_r: int = 0
+    """HF model: LoRA rank through peft (0 = full fine-tuning)."""
+    chat_template: bool = True
+    """HF model: apply the tokenizer's chat template when it has one."""
+
+    def __post_init__(self):
+        _check(self.kind in ("tiny", "hf"), "model.kind", f"unknown {self.kind!r}; use tiny or hf")
+        _check(self.mlp in ("swiglu", "gelu"), "model.mlp", "use swiglu or gelu")
+        _check(self.dtype in ("float32", "bfloat16"), "model.dtype", "use float32 or bfloat16")
+        _check(self.d_model % self.n_head == 0, "model.d_model", "must be divisible by model.n_head")
+        _check((self.d_model // self.n_head) % 2 == 0, "model.n_head", "head size must be even (RoPE)")
+        _check(self.kind != "hf" or bool(self.path), "model.path", "set it for model.kind=hf")
+        _check(self.context >= 8, "model.context", "must be at least 8")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str = "arithmetic"
+    """Task name from the task registry (`rlvr.tasks.registry`)."""
+    knobs: dict = field(default_factory=dict)
+    """Keyword arguments of the task's constructor (difficulty, seed, data paths)."""
+    train_size: int = 0
+    """Number of training problems (0 = all the task offers)."""
+    heldout_size: int = 200
+    """Number of held-out problems used for evaluation."""
+    retention_tasks: tuple[str, ...] = ("strings",)
+    """Non-target tasks evaluated for general-ability retention."""
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    tokens: int = 2_500_000
+    """Token budget of base-model pretraining."""
+    batch_size: int = 32
+    """Sequences per optimiser step."""
+    seq_len: int = 96
+    """Tokens per packed training sequence."""
+    lr: float = 3e-3
+    """Peak learning rate (AdamW), cosine-decayed to 10%."""
+    warmup_steps: int = 50
+    """Linear warm-up steps."""
+    milestones: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
+    """Fractions of the budget at which a checkpoint is kept."""
+    wrong_frac: float = 0.5
+    """Share of corpus solutions that carry a plausible error (leaves room for RL)."""
+    truncated_frac: float = 0.05
+    """Share of corpus solutions cut at a random point."""
+    mix: dict = field(default_factory=lambda: {"arithmetic": 0.6, "countdown": 0.15, "strings": 0.25})
+    """Task weights of the corpus."""
+    seed: int = 0
+    """Seed of corpus and initialisation."""
+
+    def __post_init__(self):
+        _check(0 <= self.wrong_frac < 1, "pretrain.wrong_frac", "must be in [0, 1)")
+        _check(0 <= self.truncated_frac < 1, "pretrain.truncated_frac", "must be in [0, 1)")
+        _check(all(0 < m <= 1 for m in self.milestones), "pretrain.milestones", "fractions in (0, 1]")
+        _check(self.tokens > 0 and self.batch_size > 0, "pretrain.tokens", "must be positive")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 1.0
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    top_k: int = 0
+    """Keep only the k most likely tokens (0 = off)."""
+    max_new_tokens: int = 48
+    """Completion budget in tokens."""
+    stop: tuple[str, ...] = ()
+    """Stop strings (the completion ends after the first one)."""
+    interruption_budget: int = 0
+    """Forced length interruption (ScaleRL): reasoning budget in tokens (0 = off)."""
+    interruption_text: str = "\nA:"
+    """Text appended when the budget is spent; its tokens are masked out of the loss."""
+    interruption_extra: int = 8
+    """Extra tokens allowed for the answer after the interruption."""
+
+    def __post_init__(self):
+        _check(self.temperature >= 0, "sampling.temperature", "must be >= 0")
+        _check(0 < self.top_p <= 1, "sampling.top_p", "must be in (0, 1]")
+        _check(self.max_new_tokens > 0, "sampling.max_new_tokens", "must be positive")
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    name: str = "cispo"
+    """Loss variant from `rlvr.algo.losses.LOSSES`: grpo dr_grpo dapo gspo cispo wapo."""
+    aggregation: str = ""
+    """token_mean | seq_mean_token_mean | prompt_mean | constant | wapo; "" = the variant's own."""
+    std_norm: str = ""
+    """Advantage std normalisation: group | batch | none; "" = the variant's own."""
+    eps_low: float | None = None
+    """Lower clip (ratio >= 1 - eps_low); None = the variant's default."""
+    eps_high: float | None = None
+    """Upper clip (ratio <= 1 + eps_high); None = the variant's default."""
+    eps_max: float | None = None
+    """CISPO: absolute cap on the importance weight; None = the variant's default (4)."""
+    wapo_eps: float | None = None
+    """WAPO: ratio capped at 1 + wapo_eps; None = the default (9)."""
+    gspo_token: bool = False
+    """GSPO: use the GSPO-token form (same value, per-token gradient)."""
+    kl_coef: float = 0.0
+    """KL penalty to a frozen reference (0 = off, no reference model loaded)."""
+    kl_estimator: str = "k3"
+    """KL estimator: k1 | k2 | k3."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (0 = off)."""
+
+    def __post_init__(self):
+        _check(self.kl_estimator in ("k1", "k2", "k3"), "loss.kl_estimator", "use k1, k2 or k3")
+        _check(self.kl_coef >= 0, "loss.kl_coef", "must be >= 0")
+        _check(self.std_norm in ("", "group", "batch", "none"), "loss.std_norm", "group|batch|none")
+
+
+@dataclass(frozen=True)
+class AlgoConfig:
+    prompts_per_step: int = 16
+    """P: prompts per RL step."""
+    group_size: int = 8
+    """G: completions per prompt."""
+    ppo_epochs: int = 1
+    """Passes over each batch (ratios leave 1 after the first update)."""
+    minibatches: int = 2
+    """Optimiser steps per epoch (the batch is split by prompt groups)."""
+    micro_batch_size: int = 0
+    """Rows per forward/backward (gradient accumulation; 0 = whole mini-batch)."""
+    zero_var_filter: bool = True
+    """Drop groups whose rewards are all equal from the loss and its normaliser."""
+    dynamic_sampling: bool = False
+    """DAPO: keep sampling until P non-zero-variance groups are collected (capped)."""
+    dynamic_max_rounds: int = 4
+    """DAPO dynamic sampling: most sampling rounds per step before accepting a smaller batch."""
+    npr_threshold: float = 0.0
+    """No-Positive-Resampling: retire prompts whose historical pass rate reaches this (0 = off)."""
+    overlong_cache: int = 0
+    """DAPO overlong shaping soft window L_cache in tokens (0 = off)."""
+    mask_truncated: bool = False
+    """Mask completions that hit the length limit out of the loss."""
+
+    def __post_init__(self):
+        _check(self.group_size >= 2, "algo.group_size", "needs at least 2 samples per prompt")
+        _check(self.prompts_per_step >= 1, "algo.prompts_per_step", "must be >= 1")
+        _check(
+            1 <= self.minibatches <= self.prompts_per_step,
+            "algo.minibatches",
+            "must be between 1 and algo.prompts_per_step",
+        )
+        _check(0 <= self.npr_threshold <= 1, "algo.npr_threshold", "must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 1e-4
+    """AdamW learning rate."""
+    betas: tuple[float, float] = (0.9, 0.99)
+    """AdamW betas."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Clip the global gradient norm (0 = off)."""
+    warmup_steps: int = 5
+    """Linear warm-up steps."""
+    schedule: str = "constant"
+    """LR after warm-up: constant | cosine."""
+
+    def __post_init__(self):
+        _check(self.lr > 0, "optim.lr", "must be positive")
+        _check(self.schedule in ("constant", "cosine"), "optim.schedule", "use constant or cosine")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 60
+    """RL steps."""
+    eval_every: int = 10
+    """Held-out pass@1 every this many steps (0 = only at the end)."""
+    eval_problems: int = 200
+    """Held-out problems for the periodic evaluation."""
+    final_eval_samples: int = 16
+    """Samples per problem in the final base-vs-trained evaluation (pass@k up to this k)."""
+    checkpoint_every: int = 20
+    """Checkpoint every this many steps (and at the end)."""
+    keep_last: int = 2
+    """Rolling checkpoints to keep (milestones are kept too)."""
+    seed: int = 0
+    """Seed of sampling, data order and initialisation."""
+    deterministic: bool = False
+    """Deterministic algorithms and one thread, for bit-exact resume tests."""
+    out_dir: str = "runs"
+    """Parent folder of run directories."""
+    max_nan_steps: int = 3
+    """Stop the run after this many steps with NaN/Inf loss or gradients."""
+    reward_failure_value: float = 0.0
+    """Reward given to a sample whose reward function raised or timed out."""
+    max_reward_failure_rate: float = 0.5
+    """Stop the run when more than this share of a step's rewards failed."""
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    kind: str = "verifier"
+    """verifier (the task's) | an intrinsic reward name | mix."""
+    weights: dict = field(default_factory=dict)
+    """For kind=mix: {"verifier": w, "self_certainty": w, ...}."""
+    timeout_s: float = 10.0
+    """Per-sample verifier timeout."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    mode: str = "sync"
+    """sync (generate then train) | async (PipelineRL-style)."""
+    max_lag: int = 2
+    """Async: most policy versions a consumed sample may be behind."""
+    workers: int = 1
+    """Async: generator workers."""
+    backend: str = "local"
+    """local | ray."""
+
+    def __post_init__(self):
+        _check(self.mode in ("sync", "async"), "pipeline.mode", "use sync or async")
+        _check(self.backend in ("local", "ray"), "pipeline.backend", "use local or ray")
+        _check(self.max_lag >= 0, "pipeline.max_lag", "must be >= 0")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    progress: str = "auto"
+    """auto (bar on a terminal, lines otherwise) | bar | plain | none."""
+    every: int = 1
+    """Plain mode: print a line every this many steps."""
+    tensorboard: bool = False
+    """Write TensorBoard events (needs tensorboard installed)."""
+    wandb: bool = False
+    """Log to Weights & Biases (WANDB_MODE=offline works without network)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = "quickstart"
+    """Run name (prefix of the run directory)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def __post_init__(self):
+        total = self.sampling.max_new_tokens + self.sampling.interruption_extra + 24
+        _check(
+            total <= self.model.context or self.model.kind == "hf",
+            "sampling.max_new_tokens",
+            f"prompt + completion may exceed model.context={self.model.context}; lower it",
+        )
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _coerce(value, tp, key: str):
+    """Check ``value`` against the annotation ``tp``; convert lists to tuples and ints to floats."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key}: expected {tp}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        return _from_dict(tp, value, key)
+    if origin is tuple:
+        _check(isinstance(value, list | tuple), key, f"expected a list, got {value!r}")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value))
+        _check(len(value) == len(args), key, f"expected {len(args)} items, got {len(value)}")
+        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if tp is dict or origin is dict:
+        _check(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is float:
+        _check(isinstance(value, int | float) and not isinstance(value, bool), key,
+               f"expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        _check(isinstance(value, int) and not isinstance(value, bool), key,
+               f"expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        _check(isinstance(value, bool), key, f"expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        _check(isinstance(value, str), key, f"expected a string, got {value!r}")
+        return value
+    return value
+
+
+def _from_dict(cls, data, prefix: str = ""):
+    if isinstance(data, cls):
+        return data
+    where = prefix or "config"
+    _check(isinstance(data, dict), where, f"expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else key
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(names)}"
+            raise ConfigError(f"{full}: unknown key{hint}")
+        kwargs[key] = _coerce(value, hints[key], full)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def set_dotted(data: dict, dotted: str, value) -> None:
+    """Set ``a.b.c = value`` in a nested dict, creating levels as needed."""
+    parts = dotted.split(".")
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{dotted}: {p} is not a section")
+    node[parts[-1]] = value
+
+
+def parse_overrides(overrides: list[str]) -> dict:
+    """``["loss.eps_high=0.28", "train.steps=5"]`` -> nested dict (values parsed as YAML)."""
+    out: dict = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. loss.eps_high=0.28")
+        key, raw = item.split("=", 1)
+        set_dotted(out, key.strip(), yaml.safe_load(raw) if raw != "" else "")
+    return out
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def builtin_config_path(name: str) -> Path | None:
+    """Path of a config shipped with the package (``quickstart``, ``grpo``, ...), if any."""
+    p = Path(__file__).parent / "configs" / f"{name}.yaml"
+    return p if p.exists() else None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Load a YAML file (or a built-in config name) with dotted overrides on top."""
+    data: dict = {}
+    if path:
+        p = Path(path)
+        if not p.exists():
+            p = builtin_config_path(str(path)) or p
+        if not p.exists():
+            shipped = sorted(x.stem for x in (Path(__file__).parent / "configs").glob("*.yaml"))
+            raise ConfigError(f"{path}: no such config file; give a path or one of {', '.join(shipped)}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    data = _merge(data, parse_overrides(overrides or []))
+    return _from_dict(RunConfig, data)
+
+
+def to_dict(cfg) -> dict:
+    """Plain nested dict (tuples as lists) of a config dataclass."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def dump_yaml(cfg) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def config_hash(obj) -> str:
+    """Short stable hash of a config (dataclass or dict)."""
+    d = to_dict(obj) if dataclasses.is_dataclass(obj) else obj
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]

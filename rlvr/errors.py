@@ -1,0 +1,9 @@
+"""The one exception type that the CLI turns into a clean one-line error."""
+
+
+class UserError(Exception):
+    """Bad input from the user (config, path, file contents, arguments).
+
+    The message must name the problem and the fix; the CLI prints it as
+    ``error: <message>`` and exits with status 2, without a traceback.
+    """

@@ -1,0 +1,100 @@
+"""PNG figures from eval.json blocks: pass@k curves, support bars, entropy pairs.
+
+Each ``plot_*`` takes the dicts produced by :mod:`rlvr.eval.summary` and a path,
+writes one PNG and returns the path. matplotlib is imported lazily (Agg backend).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlvr.eval.support import CATEGORIES
+
+Block = Mapping[str, Any]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(p, dpi=120)
+    _pyplot().close(fig)
+    return p
+
+
+def plot_pass_at_k(models: Mapping[str, Block], path: str | os.PathLike[str]) -> Path:
+    """pass@k against k (log2 axis) for every model, with its bootstrap CI as a band."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, block in models.items():
+        ks = [int(k) for k in block["pass_at_k"]]
+        ax.plot(ks, list(block["pass_at_k"].values()), marker="o", ms=3, label=name)
+        ci = block.get("pass_at_k_ci") or {}
+        if all(str(k) in ci for k in ks):
+            lo = [ci[str(k)][0] for k in ks]
+            hi = [ci[str(k)][1] for k in ks]
+            ax.fill_between(ks, lo, hi, alpha=0.2)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples)")
+    ax.set_ylabel("pass@k")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_support(support: Block, path: str | os.PathLike[str]) -> Path:
+    """Bars of preserved / shrunk / expanded / out-of-support problem counts, rates in the title."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    counts = [support["counts"][c] for c in CATEGORIES]
+    bars = ax.bar(CATEGORIES, counts, color=["tab:green", "tab:red", "tab:blue", "tab:gray"])
+    ax.bar_label(bars)
+    rates = support.get("rates", {})
+    text = "  ".join(f"{k}={v:.3f}" if v is not None else f"{k}=n/a" for k, v in rates.items())
+    ax.set_title(f"support at n={support.get('n')}\n{text}", fontsize=9)
+    ax.set_ylabel("problems")
+    return _save(fig, path)
+
+
+def plot_entropy(models: Mapping[str, Block], path: str | os.PathLike[str]) -> Path:
+    """A pair of bars per model: token-level and answer-level entropy (nats); missing ones omitted."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    names = list(models)
+    width = 0.38
+    for offset, key, label in (
+        (-width / 2, "token_entropy", "token"),
+        (width / 2, "answer_entropy", "answer"),
+    ):
+        xs = [i + offset for i, n in enumerate(names) if models[n].get(key) is not None]
+        ys = [models[n][key] for n in names if models[n].get(key) is not None]
+        ax.bar(xs, ys, width=width, label=f"{label}-level")
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("entropy (nats)")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_all(result: Block, out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every figure that applies to an eval.json result (one model or a base/trained pair)."""
+    out = Path(out_dir)
+    models = (
+        {"base": result["base"], "trained": result["trained"]} if "support" in result else {"model": result}
+    )
+    paths = [plot_pass_at_k(models, out / "pass_at_k.png"), plot_entropy(models, out / "entropy.png")]
+    if "support" in result:
+        paths.append(plot_support(result["support"], out / "support.png"))
+    return paths

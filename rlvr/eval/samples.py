@@ -1,0 +1,133 @@
+"""``samples.jsonl``: load with validation, write atomically, group by problem.
+
+One JSON object per line, one line per completion. Only ``problem_id`` and one of
+``correct`` / ``reward`` are required, so samples from other tools can be
+evaluated; every other known field is type-checked when present (a ``null``
+counts as absent for the optional numeric fields). A row is correct when
+``correct`` is true, or, when only ``reward`` is present, when reward > 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import UserError
+
+# field -> (allowed python types, may be null, human description)
+_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
+    "problem_id": ((str,), False, "a string"),
+    "completion": ((str,), False, "a string"),
+    "answer": ((str,), True, "a string or null"),
+    "reward": ((int, float), True, "a number"),
+    "correct": ((bool,), False, "true or false"),
+    "num_tokens": ((int,), False, "a non-negative integer"),
+    "mean_logp": ((int, float), True, "a number"),
+    "finish_reason": ((str,), False, "a string"),
+    "mean_entropy": ((int, float), True, "a number"),
+    "split": ((str,), False, "a string"),
+    "task": ((str,), False, "a string"),
+}
+_NUMERIC = {"reward", "mean_logp", "mean_entropy"}
+
+
+def _field_error(row: Mapping[str, Any], key: str, where: str) -> str | None:
+    """The problem with ``row[key]`` as a sentence, or None when it is fine."""
+    types, nullable, desc = _FIELDS[key]
+    value = row[key]
+    if value is None:
+        return None if nullable else f"{where}: field '{key}' is null; it must be {desc}"
+    # bool is a subclass of int: only 'correct' may be a bool
+    wrong = isinstance(value, bool) and bool not in types
+    if wrong or not isinstance(value, types):
+        return f"{where}: field '{key}' must be {desc}, got {type(value).__name__} {value!r:.40}"
+    if key in _NUMERIC and not math.isfinite(value):
+        return f"{where}: field '{key}' must be a finite number, got {value!r}"
+    if key == "num_tokens" and value < 0:
+        return f"{where}: field 'num_tokens' must be a non-negative integer, got {value}"
+    return None
+
+
+def validate_row(row: Any, where: str) -> None:
+    """Raise UserError naming ``where`` (e.g. 'samples.jsonl line 3') and the bad field."""
+    if not isinstance(row, dict):
+        raise UserError(
+            f"{where}: expected a JSON object, got {type(row).__name__}; write one object per line"
+        )
+    if "problem_id" not in row:
+        raise UserError(f"{where}: missing field 'problem_id'; every sample needs the id of its problem")
+    if row.get("correct") is None and row.get("reward") is None:
+        raise UserError(f"{where}: missing field 'correct' (or 'reward'); say whether the sample is correct")
+    for key in _FIELDS:
+        if key in row:
+            problem = _field_error(row, key, where)
+            if problem:
+                raise UserError(f"{problem}; fix that line")
+
+
+def is_correct(row: Mapping[str, Any]) -> bool:
+    """``correct`` when present (not null), else ``reward > 0``."""
+    if row.get("correct") is not None:
+        return bool(row["correct"])
+    return float(row["reward"]) > 0
+
+
+def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read and validate a samples JSONL file; blank lines are skipped."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"samples file {p} does not exist; pass the path of a samples.jsonl")
+    rows: list[dict[str, Any]] = []
+    with p.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{p} line {lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(
+                    f"{where}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
+                ) from None
+            validate_row(row, where)
+            rows.append(row)
+    if not rows:
+        raise UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
+    return rows
+
+
+def write_samples(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Validate and write rows as JSONL atomically (temp file in the same folder + rename)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, row in enumerate(rows):
+        validate_row(row, f"sample {i}")
+        lines.append(json.dumps(row, ensure_ascii=False, allow_nan=False))
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + ("\n" if lines else ""))
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def group_by_problem(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """problem_id -> its rows, problems in order of first appearance, rows in file order."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["problem_id"], []).append(row)
+    return groups
+
+
+def normalise_whitespace(text: str) -> str:
+    """Strip and collapse every run of whitespace to one space (for answer and trace identity)."""
+    return " ".join(text.split())

@@ -1,0 +1,172 @@
+"""The ``eval.json`` blocks: ``summarize`` (one model) and ``compare`` (base vs trained).
+
+Both take validated sample rows (see :mod:`rlvr.eval.samples`) and return plain
+JSON-ready dicts (floats, ints, str keys, lists, None), so a block written with
+``json.dump`` and read back compares equal to a fresh computation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rlvr.errors import UserError
+from rlvr.eval.entropy import answer_entropy, token_entropy
+from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_matrix
+from rlvr.eval.samples import group_by_problem, is_correct
+from rlvr.eval.support import (
+    accuracy_histogram,
+    crossover_k,
+    distinct_correct,
+    support_categories,
+    support_counts,
+    support_rates,
+)
+
+Row = Mapping[str, Any]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _check_ks(ks: Sequence[int] | None, n: int) -> list[int]:
+    if ks is None:
+        return default_ks(n)
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1 or ks[-1] > n:
+        raise UserError(
+            f"ks must lie in 1..{n} (the fewest samples of any problem), got {ks}; pass smaller ks"
+        )
+    return ks
+
+
+def _diversity(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
+    """Mean over problems of distinct correct answers and distinct correct traces."""
+    answers, traces = [], []
+    for rows in groups.values():
+        ok = [is_correct(r) for r in rows]
+        if any("answer" in r for r in rows):
+            answers.append(distinct_correct([r.get("answer") for r in rows], ok))
+        if any("completion" in r for r in rows):
+            traces.append(distinct_correct([r.get("completion") for r in rows], ok))
+    return {"distinct_correct_answers": _mean(answers), "distinct_correct_traces": _mean(traces)}
+
+
+def _entropies(rows: Sequence[Row], groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
+    with_h = [r for r in rows if r.get("mean_entropy") is not None and r.get("num_tokens") is not None]
+    tok = token_entropy([r["mean_entropy"] for r in with_h], [r["num_tokens"] for r in with_h])
+    has_answers = any("answer" in r for r in rows)
+    ans = (
+        answer_entropy({p: [r.get("answer") for r in g] for p, g in groups.items()}) if has_answers else None
+    )
+    return {"token_entropy": tok, "answer_entropy": ans}
+
+
+def _row_stats(rows: Sequence[Row]) -> dict[str, Any]:
+    rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
+    lengths = [r["num_tokens"] for r in rows if r.get("num_tokens") is not None]
+    reasons = Counter(r["finish_reason"] for r in rows if r.get("finish_reason") is not None)
+    return {
+        "mean_reward": _mean(rewards),
+        "mean_num_tokens": _mean(lengths),
+        "finish_reasons": dict(sorted(reasons.items())),
+    }
+
+
+def summarize(rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 0) -> dict[str, Any]:
+    """The eval.json block of one model.
+
+    ``n`` is the number of samples per problem; when problems differ it is the
+    smallest, ``notes`` says so, and pass@k is computed for k <= n (each problem
+    still uses all its samples in the unbiased estimator). ``ks`` defaults to
+    powers of two up to n plus n. CIs: 95% percentile bootstrap over problems.
+    """
+    if not rows:
+        raise UserError("no samples to evaluate; pass a non-empty samples file")
+    groups = group_by_problem(rows)
+    n_per = [len(g) for g in groups.values()]
+    c_per = [sum(is_correct(r) for r in g) for g in groups.values()]
+    n = min(n_per)
+    ks = _check_ks(ks, n)
+    per_problem = pass_at_k_matrix(n_per, c_per, ks)  # (P, K)
+    lo, hi = bootstrap_ci(per_problem, seed=seed)
+    notes = []
+    if max(n_per) != n:
+        notes.append(f"problems have {n}..{max(n_per)} samples; n is the smallest and pass@k uses k <= {n}")
+    return {
+        "n": n,
+        "problems": len(groups),
+        "samples": len(rows),
+        "samples_per_problem": {"min": n, "max": max(n_per)},
+        "pass_at_k": {str(k): float(v) for k, v in zip(ks, per_problem.mean(axis=0))},
+        "pass_at_k_ci": {str(k): [float(a), float(b)] for k, a, b in zip(ks, lo, hi)},
+        **_entropies(rows, groups),
+        **_row_stats(rows),
+        "accuracy_histogram": accuracy_histogram(n_per, c_per),
+        **_diversity(groups),
+        "notes": notes,
+    }
+
+
+def support_block(
+    base_rows: Sequence[Row], trained_rows: Sequence[Row], k: int | None = None
+) -> dict[str, Any]:
+    """Support categories, counts and rates of the problems present in both row sets."""
+    base = {p: [is_correct(r) for r in g] for p, g in group_by_problem(base_rows).items()}
+    trained = {p: [is_correct(r) for r in g] for p, g in group_by_problem(trained_rows).items()}
+    categories = support_categories(base, trained, k)
+    used = [min(len(base[p]), len(trained[p]), k or len(base[p])) for p in categories]
+    counts = support_counts(categories)
+    return {
+        "n": min(used) if used else None,
+        "problems": len(categories),
+        "counts": counts,
+        "rates": support_rates(counts),
+        "categories": categories,
+    }
+
+
+def compare(
+    base_rows: Sequence[Row],
+    trained_rows: Sequence[Row],
+    ks: Sequence[int] | None = None,
+    perplexity_under_base: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The eval.json pair block, over the problems present in both row sets only.
+
+    ``problems`` says how many were common and how many were dropped from each side.
+    Both models are summarised on the same ks (default: from the smaller n).
+    ``perplexity_under_base`` (computed elsewhere, with a model) is passed through.
+    """
+    base_ids = set(group_by_problem(base_rows))
+    trained_ids = set(group_by_problem(trained_rows))
+    common = base_ids & trained_ids
+    if not common:
+        raise UserError(
+            "no problem_id appears in both the base and the trained samples; evaluate the same problems"
+        )
+    base_kept = [r for r in base_rows if r["problem_id"] in common]
+    trained_kept = [r for r in trained_rows if r["problem_id"] in common]
+    n_base = min(Counter(r["problem_id"] for r in base_kept).values())
+    n_trained = min(Counter(r["problem_id"] for r in trained_kept).values())
+    ks = _check_ks(ks, min(n_base, n_trained))
+    base = summarize(base_kept, ks, seed)
+    trained = summarize(trained_kept, ks, seed)
+    out: dict[str, Any] = {
+        "base": base,
+        "trained": trained,
+        "support": support_block(base_kept, trained_kept),
+        "crossover_k": crossover_k(ks, list(base["pass_at_k"].values()), list(trained["pass_at_k"].values())),
+        "problems": {
+            "common": len(common),
+            "base_only": len(base_ids - common),
+            "trained_only": len(trained_ids - common),
+        },
+    }
+    if perplexity_under_base is not None:
+        out["perplexity_under_base"] = dict(perplexity_under_base)
+    return out

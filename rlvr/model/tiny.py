@@ -1,0 +1,218 @@
+"""The embedded tiny GPT: decoder-only transformer with RoPE, RMSNorm and a
+SwiGLU (or GELU) MLP, optional weight tying, optional float32 LM head.
+
+Shapes: B batch, T positions, D width, H heads, Dh = D/H, V vocab, L layers.
+The same forward serves pretraining (packed, causal), the trainer (left-padded
+prompts + right-padded completions, explicit mask) and the sampler (prefill,
+then one token at a time against a preallocated KV cache).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from rlvr.config import ModelConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_tables(context: int, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin tables (context, Dh/2)."""
+    inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    ang = torch.outer(torch.arange(context, dtype=torch.float32), inv)
+    return ang.cos(), ang.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (B, H, T, Dh); cos/sin (B, 1, T, Dh/2) -> rotated x (rotate-half convention)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class KVCache:
+    """Preallocated keys/values (L, B, H, Tmax, Dh) plus the key mask (B, Tmax)."""
+
+    def __init__(self, n_layer, batch, n_head, t_max, head_dim, dtype, device):
+        shape = (n_layer, batch, n_head, t_max, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.key_mask = torch.zeros((batch, t_max), dtype=torch.bool, device=device)
+        self.length = 0
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only ``rows`` (a (B',) index) of the batch, e.g. to drop finished samples."""
+        self.k, self.v = self.k[:, rows], self.v[:, rows]
+        self.key_mask = self.key_mask[rows]
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head, self.head_dim = cfg.n_head, cfg.d_model // cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            s = cache.length
+            cache.k[layer, :, :, s : s + T] = k
+            cache.v[layer, :, :, s : s + T] = v
+            k, v = cache.k[layer, :, :, : s + T], cache.v[layer, :, :, : s + T]
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.kind = cfg.mlp
+        if cfg.mlp == "swiglu":
+            hidden = int(8 * cfg.d_model / 3 + 63) // 64 * 64
+            self.up = nn.Linear(cfg.d_model, 2 * hidden, bias=False)
+        else:
+            hidden = 4 * cfg.d_model
+            self.up = nn.Linear(cfg.d_model, hidden, bias=False)
+        self.down = nn.Linear(hidden, cfg.d_model, bias=False)
+
+    def forward(self, x):
+        h = self.up(x)
+        if self.kind == "swiglu":
+            a, b = h.chunk(2, dim=-1)
+            h = F.silu(a) * b
+        else:
+            h = F.gelu(h)
+        return self.down(h)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(cfg.d_model), RMSNorm(cfg.d_model)
+        self.attn, self.mlp = Attention(cfg), MLP(cfg)
+
+    def forward(self, x, cos, sin, mask, cache, layer):
+        x = x + self.attn(self.norm1(x), cos, sin, mask, cache, layer)
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyGPT(nn.Module):
+    """Decoder-only LM. ``forward`` returns logits (B, T, V) (float32 when fp32_logits)."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__()
+        self.cfg, self.vocab_size = cfg, vocab_size
+        self.embed = nn.Embedding(vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.norm = RMSNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.embed.weight
+        cos, sin = rope_tables(cfg.context, cfg.d_model // cfg.n_head)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.apply(self._init)
+        for b in self.blocks:  # scaled init of residual projections (GPT-2)
+            for lin in (b.attn.proj, b.mlp.down):
+                nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, nn.Linear | nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self) -> int:
+        """Forward FLOPs per token (2 x matmul parameters; attention scores ignored)."""
+        return 2 * (self.num_params() - self.embed.weight.numel() * (0 if self.cfg.tie_weights else 1))
+
+    def hidden(self, ids, key_mask=None, cache: KVCache | None = None) -> torch.Tensor:
+        """ids (B, T) -> final-normed hidden states (B, T, D).
+
+        key_mask: None (plain causal, positions 0..T-1, the packed pretraining path) or
+        (B, S) bool over all keys including cached ones (S = cache.length + T), True on real
+        tokens. Position ids count real tokens, so left padding does not change outputs.
+        """
+        B, T = ids.shape
+        s = cache.length if cache is not None else 0
+        mask = None
+        if key_mask is None:
+            pos = torch.arange(s, s + T, device=ids.device).expand(B, T)
+        else:
+            pos = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, s:]
+            S = key_mask.shape[1]
+            q = torch.arange(s, s + T, device=ids.device)[:, None]
+            k = torch.arange(S, device=ids.device)[None, :]
+            mask = (((k <= q)[None] & key_mask[:, None, :]) | (k == q)[None])[:, None]
+        cos, sin = self.rope_cos[pos].unsqueeze(1), self.rope_sin[pos].unsqueeze(1)
+        x = self.embed(ids)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+            for i, block in enumerate(self.blocks):
+                x = block(x, cos, sin, mask, cache, i)
+        if cache is not None:
+            cache.length += T
+        return self.norm(x)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h (B, T, D) -> logits (B, T, V); float32 LM head when cfg.fp32_logits."""
+        if self.cfg.fp32_logits:
+            return F.linear(h.float(), self.lm_head.weight.float())
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+            return self.lm_head(h).float()
+
+    def forward(self, ids, key_mask=None, cache=None):
+        """ids (B, T), key_mask (B, S) bool or None -> logits (B, T, V)."""
+        return self.logits(self.hidden(ids, key_mask, cache))
+
+    def new_cache(self, batch: int, t_max: int) -> KVCache:
+        c = self.cfg
+        dtype = torch.bfloat16 if c.dtype == "bfloat16" else torch.float32
+        return KVCache(c.n_layer, batch, c.n_head, t_max, c.d_model // c.n_head, dtype, self.embed.weight.device)
+
+    # --------------------------------------------------------------- io
+    def save(self, directory: str | Path) -> None:
+        from safetensors.torch import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        state = {k: v.contiguous() for k, v in self.state_dict().items() if k != "lm_head.weight"
+                 or not self.cfg.tie_weights}
+        save_file(state, str(d / "model.safetensors"))
+        (d / "model_config.json").write_text(json.dumps({"vocab_size": self.vocab_size, **asdict(self.cfg)}))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TinyGPT:
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        meta = json.loads((d / "model_config.json").read_text())
+        vocab = meta.pop("vocab_size")
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in meta.items()}
+        model = cls(ModelConfig(**fields), vocab)
+        state = load_file(str(d / "model.safetensors"))
+        if model.cfg.tie_weights:
+            state["lm_head.weight"] = state["embed.weight"]
+        model.load_state_dict(state)
+        return model

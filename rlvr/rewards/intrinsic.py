@@ -1,0 +1,310 @@
+"""Intrinsic (label-free) rewards and the diagnostics logged beside them (METHODS.md section 4).
+
+Shapes: P prompts, G samples per prompt, B = P*G completions, T completion tokens
+(right-padded), V vocabulary. Per-position quantities come from logits ``(..., V)``;
+sequence-level rewards take the per-token tensors the sampler returns
+(:class:`rlvr.types.RolloutBatch`: ``self_certainty``, ``entropy``, ``behaviour_logp``)
+and a ``mask (B, T)`` of the tokens that count (the sampled ones: ``loss_mask``).
+
+Papers: RLIF / Intuitor (self-certainty, 2505.19590), TTRL (majority vote, 2504.16084),
+the unsupervised-RLVR taxonomy and rise-and-fall analysis (2603.08660).
+
+Pure torch, no I/O. An empty completion (no masked token) gets reward 0 from the
+mean-over-tokens rewards; its sequence probability is exp(0) = 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import torch
+
+__all__ = [
+    "INTRINSIC_REWARDS",
+    "REWARD_INPUTS",
+    "combine",
+    "failure_signals",
+    "majority_vote_reward",
+    "neg_entropy_reward",
+    "proxy_diagnostics",
+    "repeated_ngram_share",
+    "self_certainty_from_logits",
+    "self_certainty_reward",
+    "sequence_probability_reward",
+    "token_entropy_from_logits",
+    "top2_margin_from_logits",
+    "trajectory_likelihood_reward",
+]
+
+
+# ---------------------------------------------------------------- per position (from logits)
+
+
+def self_certainty_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """KL(U || softmax(z)) per position: logsumexp(z) - mean(z) - log V.
+
+    logits: (..., V) -> (...) float32, >= 0, exactly 0 for a uniform distribution.
+    The -log V constant is kept (some public code drops it; it shifts every reward
+    equally but changes the scale a reader compares against). A logit of -inf (a
+    masked vocabulary entry) gives +inf, which is the true KL.
+    """
+    z = logits.float()
+    V = z.shape[-1]
+    return torch.logsumexp(z, dim=-1) - z.mean(dim=-1) - math.log(V)
+
+
+def token_entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Next-token entropy H(softmax(z)) in nats per position.
+
+    logits: (..., V) -> (...) float32, in [0, log V]. Entries with zero probability
+    (logit -inf) contribute 0, not NaN.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    p = logp.exp()
+    return -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1)
+
+
+def top2_margin_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Top-1 minus top-2 probability per position (another confidence proxy in the taxonomy).
+
+    logits: (..., V) with V >= 2 -> (...) float32 in [0, 1].
+    """
+    top = torch.softmax(logits.float(), dim=-1).topk(2, dim=-1).values
+    return top[..., 0] - top[..., 1]
+
+
+# ---------------------------------------------------------------- sequence level (B,)
+
+
+def _masked_sum_len(x_B_T: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if x_B_T.shape != mask.shape:
+        raise ValueError(f"per-token tensor {tuple(x_B_T.shape)} and mask {tuple(mask.shape)} differ")
+    m = mask.bool()
+    # where(), not multiply: padded positions may hold -inf or NaN.
+    total = torch.where(m, x_B_T.float(), torch.zeros((), dtype=torch.float32, device=x_B_T.device))
+    return total.sum(-1), m.sum(-1)
+
+
+def _masked_mean(x_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    total, n = _masked_sum_len(x_B_T, mask)
+    return total / n.clamp(min=1)
+
+
+def self_certainty_reward(sc_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Self-certainty (Intuitor): (1/|y|) sum_t KL(U || pi(.|x, y_<t)).  (B, T), (B, T) -> (B,)."""
+    return _masked_mean(sc_B_T, mask)
+
+
+def neg_entropy_reward(ent_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Negative mean token entropy: -(1/|y|) sum_t H(pi(.|x, y_<t)).  (B, T), (B, T) -> (B,)."""
+    return -_masked_mean(ent_B_T, mask)
+
+
+def trajectory_likelihood_reward(logp_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Length-normalised log-likelihood (1/|y|) log pi(y|x) = (1/|y|) sum_t logp.  -> (B,)."""
+    return _masked_mean(logp_B_T, mask)
+
+
+def sequence_probability_reward(logp_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sequence probability pi(y|x) = exp(sum_t logp).  -> (B,) in [0, 1].
+
+    Not length-normalised, so it favours short answers: the length-collapse failure mode.
+    """
+    total, _ = _masked_sum_len(logp_B_T, mask)
+    return total.exp()
+
+
+def majority_vote_reward(
+    answers_P_G: Sequence[Sequence[str | None]],
+    min_share: float = 0.0,
+    key: Callable[[str], str] | None = None,
+) -> tuple[torch.Tensor, list[str | None], list[float]]:
+    """TTRL majority vote: reward 1 if a completion's answer equals its group's most frequent answer.
+
+    answers_P_G: P groups of G extracted answers (None = unparsable). Returns
+    ``(reward_P_G (P, G) float32, majority answer per group, label share per group)``.
+
+    - Unparsable answers are dropped before voting and get reward 0.
+    - The label share is votes for the majority / parsable answers in the group
+      (0.0 when none parses; the majority is then None and all rewards are 0).
+    - Ties are broken deterministically: among the tied answers, the one that appears
+      first in the group wins.
+    - A group whose label share is below ``min_share`` (TTRL's voting threshold) gets
+      all-zero rewards; its majority answer is still returned, for label accuracy.
+    - ``key`` canonicalises answers before comparing (default: exact strings after
+      ``str.strip``); pass e.g. a math normaliser so "0.5" and "1/2" vote together.
+    """
+    if not 0.0 <= min_share <= 1.0:
+        raise ValueError(f"min_share={min_share} is not in [0, 1]")
+    G = len(answers_P_G[0]) if answers_P_G else 0
+    canon = key or str.strip
+    rewards: list[list[float]] = []
+    majorities: list[str | None] = []
+    shares: list[float] = []
+    for p, group in enumerate(answers_P_G):
+        if len(group) != G:
+            raise ValueError(f"group {p} has {len(group)} answers, group 0 has {G}; groups must be equal size")
+        keys = [None if a is None else canon(a) for a in group]
+        counts = Counter(k for k in keys if k is not None)  # insertion order = first appearance
+        if not counts:
+            rewards.append([0.0] * G)
+            majorities.append(None)
+            shares.append(0.0)
+            continue
+        top = max(counts.values())
+        winner = next(k for k in counts if counts[k] == top)
+        share = top / sum(counts.values())
+        keep = share >= min_share
+        rewards.append([1.0 if keep and k == winner else 0.0 for k in keys])
+        majorities.append(group[keys.index(winner)])
+        shares.append(share)
+    return torch.tensor(rewards, dtype=torch.float32).reshape(len(answers_P_G), G), majorities, shares
+
+
+def combine(rewards: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
+    """Weighted sum sum_k weights[k] * rewards[k] of same-shape reward tensors.
+
+    Mix intrinsic rewards with each other or with an external verifier's reward
+    (e.g. ``{"verifier": r, "self_certainty": sc}``). Every weight must name a reward;
+    rewards without a weight are ignored (so diagnostics can ride along).
+    """
+    if not weights:
+        raise ValueError("combine() needs at least one weight")
+    missing = sorted(set(weights) - set(rewards))
+    if missing:
+        raise ValueError(f"weights name rewards {missing} that were not given; have {sorted(rewards)}")
+    names = list(weights)
+    shape = rewards[names[0]].shape
+    out = torch.zeros(shape, dtype=torch.float32, device=rewards[names[0]].device)
+    for name in names:
+        if rewards[name].shape != shape:
+            raise ValueError(f"reward {name!r} has shape {tuple(rewards[name].shape)}, expected {tuple(shape)}")
+        out = out + float(weights[name]) * rewards[name].float()
+    return out
+
+
+INTRINSIC_REWARDS: dict[str, Callable[..., object]] = {
+    "self_certainty": self_certainty_reward,
+    "neg_entropy": neg_entropy_reward,
+    "trajectory_likelihood": trajectory_likelihood_reward,
+    "sequence_probability": sequence_probability_reward,
+    "majority_vote": majority_vote_reward,
+}
+"""Sequence-level intrinsic rewards by name. All but ``majority_vote`` take
+``(per_token_B_T, mask_B_T) -> reward_B``; ``majority_vote`` takes answers (see above)."""
+
+REWARD_INPUTS: dict[str, str] = {
+    "self_certainty": "self_certainty",
+    "neg_entropy": "entropy",
+    "trajectory_likelihood": "behaviour_logp",
+    "sequence_probability": "behaviour_logp",
+    "majority_vote": "answers",
+}
+"""Which :class:`rlvr.types.RolloutBatch` field each reward reads (``answers``: the
+extracted answers, grouped P x G, which the trainer gets from the task's verifier)."""
+
+
+# ---------------------------------------------------------------- diagnostics (pure)
+
+
+def _pearson(x: torch.Tensor, y: torch.Tensor) -> float | None:
+    x, y = x.double().flatten(), y.double().flatten()
+    ok = torch.isfinite(x) & torch.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.numel() < 2:
+        return None
+    dx, dy = x - x.mean(), y - y.mean()
+    denom = (dx.square().sum() * dy.square().sum()).sqrt()
+    if denom <= 0:
+        return None  # a constant side: the correlation is undefined
+    return float((dx * dy).sum() / denom)
+
+
+def _reward_accuracy(proxy: torch.Tensor, truth: torch.Tensor, binary: bool | None) -> float:
+    if binary is None:
+        binary = bool(((proxy == 0) | (proxy == 1)).all())
+    if binary:
+        return float((proxy == truth).double().mean())
+    best_G = proxy.argmax(dim=-1, keepdim=True)  # first maximum on ties
+    return float((truth.gather(-1, best_G) > 0.5).double().mean())
+
+
+def proxy_diagnostics(
+    proxy_P_G: torch.Tensor,
+    truth_P_G: torch.Tensor,
+    majority_answers: Sequence[str | None] | None = None,
+    gold_answers: Sequence[str] | None = None,
+    equal: Callable[[str, str], bool] | None = None,
+    binary: bool | None = None,
+) -> dict[str, float | None]:
+    """How well a proxy reward tracks the ground truth, for one training batch.
+
+    proxy_P_G, truth_P_G: (P, G); truth is the verifier's reward, 1 = correct.
+    Returns the metrics.jsonl keys:
+
+    - ``gt_accuracy``: mean ground-truth reward.
+    - ``reward_accuracy``: binary proxies (all values 0/1, or ``binary=True``): share
+      of rollouts whose proxy reward equals their ground-truth reward; continuous
+      proxies: share of groups whose highest-proxy completion is correct (truth > 0.5).
+    - ``label_accuracy``: over groups with a majority answer (not None), share whose
+      majority equals the gold answer (``equal``, default: stripped strings equal);
+      None without answers or when no group has a majority.
+    - ``proxy_truth_corr``: Pearson correlation over the B rollouts; None when either
+      side is constant (or fewer than two finite pairs).
+    """
+    if proxy_P_G.shape != truth_P_G.shape or proxy_P_G.dim() != 2:
+        raise ValueError(f"proxy {tuple(proxy_P_G.shape)} and truth {tuple(truth_P_G.shape)} must be equal (P, G)")
+    proxy, truth = proxy_P_G.detach().double().cpu(), truth_P_G.detach().double().cpu()  # one sync
+    out: dict[str, float | None] = {
+        "gt_accuracy": float(truth.mean()),
+        "reward_accuracy": _reward_accuracy(proxy, truth, binary),
+        "label_accuracy": None,
+        "proxy_truth_corr": _pearson(proxy, truth),
+    }
+    if majority_answers is not None and gold_answers is not None:
+        if len(majority_answers) != len(gold_answers):
+            raise ValueError(f"{len(majority_answers)} majority answers but {len(gold_answers)} gold answers")
+        same = equal or (lambda a, b: a.strip() == b.strip())
+        hits = [same(m, g) for m, g in zip(majority_answers, gold_answers) if m is not None]
+        out["label_accuracy"] = sum(hits) / len(hits) if hits else None
+    return out
+
+
+def repeated_ngram_share(text: str, n: int = 3, unit: str = "word") -> float:
+    """Share of the n-grams of ``text`` that repeat an earlier n-gram: 1 - distinct / total.
+
+    ``unit`` = "word" (whitespace tokens) or "char" (for character-level tasks). 0.0
+    for a text with fewer than n units; close to 1 for a loop ("a b a b a b ...").
+    """
+    if unit not in ("word", "char"):
+        raise ValueError(f"unit={unit!r}; use 'word' or 'char'")
+    units = text.split() if unit == "word" else list(text)
+    grams = [tuple(units[i : i + n]) for i in range(len(units) - n + 1)]
+    if not grams:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def failure_signals(
+    lengths_B: torch.Tensor | Sequence[int], texts_B: Sequence[str], n: int = 3, unit: str = "word"
+) -> dict[str, float]:
+    """Length-collapse and repetition detectors for one batch.
+
+    Returns ``mean_length`` (tokens), ``min_length``, ``repetition`` (mean
+    :func:`repeated_ngram_share` over texts) and ``repetition_max``. Watch
+    ``mean_length`` falling under a probability reward and ``repetition`` rising
+    under entropy rewards.
+    """
+    lengths = torch.as_tensor(lengths_B, dtype=torch.float64).flatten().cpu()
+    if lengths.numel() != len(texts_B):
+        raise ValueError(f"{lengths.numel()} lengths but {len(texts_B)} texts")
+    reps = [repeated_ngram_share(t, n, unit) for t in texts_B]
+    empty = lengths.numel() == 0
+    return {
+        "mean_length": 0.0 if empty else float(lengths.mean()),
+        "min_length": 0.0 if empty else float(lengths.min()),
+        "repetition": sum(reps) / len(reps) if reps else 0.0,
+        "repetition_max": max(reps) if reps else 0.0,
+    }

@@ -1,0 +1,207 @@
+"""Final-answer extraction and math equivalence (math-verify), plus numeric and exact checks.
+
+Extraction order (first rule that matches wins): the last ``\\boxed{...}`` (or ``\\fbox``),
+nested braces included; the last ``#### x`` line (GSM8K); the last "answer is x".
+
+Equivalence goes through math-verify (``parse``/``verify``) with its own SIGALRM timeout
+switched off (it only works in the main thread). Calls here are therefore unbounded; bound
+them with :mod:`rlvr.rewards.pool` (``score_batch``/``verify_batch`` in the registry do).
+
+Verifiers return a :class:`~rlvr.tasks.base.Verdict`: ``no_answer`` when nothing could be
+extracted, ``malformed`` when the extracted answer does not parse, else ``wrong``/``right``.
+They never raise on model output.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+from rlvr.tasks.base import Verdict
+
+_BOX_CMDS = ("\\boxed", "\\fbox")
+_HASH_RE = re.compile(r"####\s*([^\n]*)")
+_ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IGNORECASE)
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?:\D|$))")
+_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
+
+
+# ----------------------------------------------------------------------------- extraction
+def _match_brace(text: str, open_idx: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``open_idx`` (None when unbalanced)."""
+    depth = 0
+    i = open_idx
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2  # skip escaped char such as \{ or \}
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last complete ``\\boxed{...}``/``\\fbox{...}`` (or ``\\boxed x``)."""
+    starts = [(text.rfind(cmd), cmd) for cmd in _BOX_CMDS]
+    pos, cmd = max(starts)
+    while pos >= 0:
+        j = pos + len(cmd)
+        while j < len(text) and text[j] == " ":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            end = _match_brace(text, j)
+            if end is not None:
+                return text[j + 1 : end].strip()
+        elif j > pos + len(cmd) and j < len(text):  # "\boxed 5": up to whitespace or $
+            m = re.match(r"[^\s$]+", text[j:])
+            if m:
+                return m.group(0)
+        # malformed (e.g. truncated) box: try an earlier one
+        starts = [(text.rfind(c, 0, pos), c) for c in _BOX_CMDS]
+        pos, cmd = max(starts)
+    return None
+
+
+def _strip_answer(ans: str) -> str:
+    ans = ans.strip()
+    if len(ans) >= 2 and ans[0] == "$" and ans[-1] == "$":
+        ans = ans.strip("$").strip()
+    return ans.rstrip(".").strip()
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer in ``text`` (boxed, then ``####``, then "answer is"), or None."""
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed or None
+    hashes = _HASH_RE.findall(text)
+    if hashes and hashes[-1].strip():
+        return _strip_answer(hashes[-1])
+    said = _ANSWER_IS_RE.findall(text)
+    if said and _strip_answer(said[-1]):
+        return _strip_answer(said[-1])
+    return None
+
+
+# ----------------------------------------------------------------------------- numeric
+def normalize_number(s: str) -> str | None:
+    """Canonical decimal string of a plain number, or None when ``s`` is not one.
+
+    Handles dollar signs (``$``, ``\\$``), thousands commas, percent (``%``, ``\\%``),
+    ``\\text{...}`` wrappers, a trailing period and trailing zeros (``18.0`` -> ``18``).
+    """
+    t = _TEXT_WRAP_RE.sub(r"\1", s.strip())
+    for junk in ("\\$", "$", "\\%", "%", "\\!", "\\,", "\\ ", "{,}", " "):
+        t = t.replace(junk, "")
+    t = _THOUSANDS_RE.sub("", t).rstrip(".")
+    if not t or _NUMBER_RE.fullmatch(t) is None:
+        return None
+    try:
+        d = Decimal(t)
+    except InvalidOperation:
+        return None
+    if d == d.to_integral_value():
+        return str(d.quantize(Decimal(1)))
+    return format(d.normalize(), "f")
+
+
+def numbers_equal(pred: str, gold: str) -> bool | None:
+    """Numeric equality after :func:`normalize_number`; None when either is not a number."""
+    a, b = normalize_number(pred), normalize_number(gold)
+    if a is None or b is None:
+        return None
+    return Decimal(a) == Decimal(b)
+
+
+# ----------------------------------------------------------------------------- math-verify
+def _silence_math_verify() -> None:
+    """We disable math-verify's timeout on purpose (rlvr's pool bounds calls)."""
+    import math_verify.grader
+    import math_verify.parser
+
+    math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+    math_verify.parser.TIMEOUT_WARNING_SHOWN = True
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+
+def parse_math(expr: str) -> list:
+    """math-verify's parse of one answer expression (without ``$``), timeout off; [] if unparseable."""
+    from math_verify import parse
+
+    _silence_math_verify()
+    return parse(f"${expr}$", parsing_timeout=None)
+
+
+def math_equal(pred: str, gold: str) -> bool:
+    """True when answer ``pred`` is mathematically equivalent to reference ``gold``."""
+    from math_verify import verify
+
+    if pred.strip() == gold.strip():
+        return True
+    g, p = parse_math(gold), parse_math(pred)
+    if not g or not p:
+        return False
+    return bool(verify(g, p, timeout_seconds=None))
+
+
+# ----------------------------------------------------------------------------- verifiers
+def verify_math(completion: str, answer: str) -> Verdict:
+    """Math verifier: extracted final answer vs ``answer`` via math-verify (reward 1/0)."""
+    pred = extract_answer(completion)
+    if pred is None:
+        return Verdict(0.0, "no_answer")
+    try:
+        if math_equal(pred, answer):
+            return Verdict(1.0, "right", pred)
+        status = "wrong" if parse_math(pred) else "malformed"
+    except Exception:  # noqa: BLE001 - model output must never crash scoring
+        status = "malformed"
+    return Verdict(0.0, status, pred)
+
+
+def verify_numeric(completion: str, answer: str, fallback_math: bool = True) -> Verdict:
+    """Numeric verifier (GSM8K): commas, ``$``, ``%``, trailing ``.0`` ignored.
+
+    When the prediction is not a plain number (``\\frac{36}{2}``) and ``fallback_math``,
+    math-verify decides; otherwise it is ``malformed``.
+    """
+    pred = extract_answer(completion)
+    if pred is None:
+        return Verdict(0.0, "no_answer")
+    same = numbers_equal(pred, answer)
+    if same is not None:
+        return Verdict(float(same), "right" if same else "wrong", pred)
+    if not fallback_math:
+        return Verdict(0.0, "malformed", pred)
+    try:
+        if math_equal(pred, answer):
+            return Verdict(1.0, "right", pred)
+        status = "wrong" if parse_math(pred) else "malformed"
+    except Exception:  # noqa: BLE001
+        status = "malformed"
+    return Verdict(0.0, status, pred)
+
+
+def verify_exact(completion: str, answer: str) -> Verdict:
+    """Exact verifier: extracted answer equals ``answer`` after stripping whitespace."""
+    pred = extract_answer(completion)
+    if pred is None:
+        return Verdict(0.0, "no_answer")
+    ok = pred.strip() == answer.strip()
+    return Verdict(float(ok), "right" if ok else "wrong", pred)
+
+
+VERIFIERS: dict[str, Callable[[str, str], Verdict]] = {
+    "math": verify_math,
+    "numeric": verify_numeric,
+    "exact": verify_exact,
+}

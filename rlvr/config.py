@@ -103,7 +103,7 @@ class PretrainConfig:
     """Share of corpus solutions that carry a plausible error (leaves room for RL)."""
     truncated_frac: float = 0.05
     """Share of corpus solutions cut at a random point."""
-    mix: dict = field(default_factory=lambda: {"arithmetic": 0.6, "countdown": 0.15, "strings": 0.25})
+    mix: dict = field(default_factory=lambda: {"arithmetic": 0.7, "countdown": 0.1, "strings": 0.2})
     """Task weights of the corpus."""
     seed: int = 0
     """Seed of corpus and initialisation."""

@@ -42,6 +42,7 @@ class PassRateTracker:
         for pid, c, n in zip(prompt_ids, correct, total):
             if not 0 <= c <= n:
                 raise ValueError(f"prompt {pid!r}: need 0 <= correct <= total, got {c} of {n}")
+        for pid, c, n in zip(prompt_ids, correct, total):
             self._correct[pid] = self._correct.get(pid, 0) + c
             self._total[pid] = self._total.get(pid, 0) + n
         for pid in set(prompt_ids):

@@ -22,7 +22,9 @@ CHUNK_ELEMENTS = 1 << 24  # logits elements per chunk (64 MiB of float32 per tem
 
 
 @torch.no_grad()
-def token_stats_from_logits(logits: Tensor, tokens: Tensor, chunk_rows: int | None = None) -> dict[str, Tensor]:
+def token_stats_from_logits(
+    logits: Tensor, tokens: Tensor, chunk_rows: int | None = None
+) -> dict[str, Tensor]:
     """Per-token softmax statistics of the sampled tokens, each (B, T).
 
     logits: (B, T, V) next-token logits at the positions that produced tokens (B, T).
@@ -32,7 +34,9 @@ def token_stats_from_logits(logits: Tensor, tokens: Tensor, chunk_rows: int | No
     memory is O(B*T) plus one chunk. Detached.
     """
     if logits.dim() != 3 or tokens.shape != logits.shape[:2]:
-        raise ValueError(f"need logits (B, T, V) and tokens (B, T), got {tuple(logits.shape)}, {tuple(tokens.shape)}")
+        raise ValueError(
+            f"need logits (B, T, V) and tokens (B, T), got {tuple(logits.shape)}, {tuple(tokens.shape)}"
+        )
     B, T, V = logits.shape
     dtype = torch.promote_types(logits.dtype, torch.float32)
     flat_logits, flat_tokens = logits.reshape(B * T, V), tokens.reshape(B * T)
@@ -90,7 +94,9 @@ def entropy_dynamics(
     for name, cell in cells.items():
         out[f"token_share_{name}"] = cell.sum().to(adv.dtype) / n_tokens
         cell_load = load[cell].sum()
-        out[f"weight_share_{name}"] = cell_load / total_load if total_load > 0 else torch.zeros_like(cell_load)
+        out[f"weight_share_{name}"] = (
+            cell_load / total_load if total_load > 0 else torch.zeros_like(cell_load)
+        )
         out[f"dH_{name}"] = dH[cell].sum()
     out["token_share_zero_adv"] = (m & (adv == 0)).sum().to(adv.dtype) / n_tokens
     out["dH_total"] = dH.sum()

@@ -10,15 +10,17 @@ out. Shapes: N points on one curve; M bootstrap replicates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import least_squares
 from scipy.special import expit
+from scipy.stats import f as f_dist
 
 from rlvr.errors import UserError
 
 _B_MIN, _B_MAX = 1e-6, 100.0
+_LINE_P = 0.01  # bent needs the sigmoid to beat a straight line in ln C at this level
 _A_GRID_T = np.unique(np.concatenate([np.geomspace(1e-3, 1.0, 40), np.linspace(0.0, 1.0, 61)[1:]]))
 
 
@@ -101,7 +103,7 @@ def _grid_start(
 
 
 def _refine(
-    x: np.ndarray, R: np.ndarray, start: tuple[float, float, float, float], R0_fixed: float | None, a_max: float
+    x: np.ndarray, R: np.ndarray, start: tuple[float, ...], R0_fixed: float | None, a_max: float
 ):
     """Bounded least squares on (A, B, ln C_mid[, R0]) from one start; x = ln C: (N,)."""
     A, B, lnmid, R0 = start
@@ -143,18 +145,42 @@ def _a_standard_error(res, n: int) -> float:
     return float(np.sqrt(var)) if np.isfinite(var) and var >= 0 else float("inf")
 
 
-def _judge(A: float, R0: float, C_mid: float, c_max: float, rmse: float, a_se: float, max_a_se: float):
-    """(bent, message) for a fitted curve."""
-    if A - R0 < max(0.01, 2.0 * rmse):
+def _line_pvalue(x: np.ndarray, R: np.ndarray, sse_sig: float, p_sig: int) -> float:
+    """p-value of an F-test that the sigmoid fits better than a straight line R = a + b ln C.
+
+    x = ln C, R: (N,). A large p-value means the data show no bend (yet)."""
+    n = x.size
+    if n <= p_sig:
+        return 1.0
+    coef = np.polyfit(x, R, 1)
+    sse_line = float(((np.polyval(coef, x) - R) ** 2).sum())
+    if sse_sig <= 0.0:
+        return 0.0 if sse_line > 0.0 else 1.0
+    F = (sse_line - sse_sig) / (p_sig - 2) / (sse_sig / (n - p_sig))
+    return float(f_dist.sf(F, p_sig - 2, n - p_sig)) if F > 0 else 1.0
+
+
+def _judge(fit: CurveFit, c_max: float, line_p: float, max_a_se: float) -> tuple[bool, str]:
+    """(bent, message) for a fitted curve; c_max: the largest fitted compute."""
+    A, R0, a_se = fit.A, fit.R0, fit.a_se
+    if A - R0 < max(0.01, 2.0 * fit.rmse):
         return False, f"not bent: no measurable gain over R0 (A - R0 = {A - R0:.3f}); nothing to extrapolate"
-    if C_mid > c_max:
+    if fit.C_mid > c_max:
         return False, (
-            f"not bent yet: fitted C_mid = {C_mid:.3g} lies beyond the last point ({c_max:.3g}), so the "
-            "ceiling A is not identified; add compute before trusting A"
+            f"not bent yet: fitted C_mid = {fit.C_mid:.3g} lies beyond the last point ({c_max:.3g}), so "
+            "the ceiling A is not identified; add compute before trusting A"
+        )
+    if line_p > _LINE_P:
+        return False, (
+            f"not bent yet: a straight line in log C fits as well as the sigmoid (F-test p = {line_p:.2g}), "
+            "so the ceiling A is not identified; add compute before trusting A"
         )
     if not a_se <= max_a_se:
-        return False, f"not bent: A = {A:.3f} is too uncertain (standard error {a_se:.3g} > {max_a_se})"
-    return True, f"bent: C_mid within the data, A = {A:.3f} +- {a_se:.3f} (1 s.e.)"
+        return False, (
+            f"not bent: A = {A:.3f} is too uncertain (standard error {a_se:.3g} > {max_a_se}); "
+            "add compute or evaluate on a larger held-out set"
+        )
+    return True, f"bent: A = {A:.3f} +- {a_se:.3f} (1 s.e.), C_mid within the data"
 
 
 def _fit_arrays(
@@ -175,16 +201,17 @@ def _fit_arrays(
     R0_hat = float(R0) if R0 is not None else float(best.x[3])
     rmse = float(np.sqrt(2.0 * best.cost / C.size))
     a_se = _a_standard_error(best, C.size)
-    C_mid = float(np.exp(lnmid))
-    bent, message = _judge(A, R0_hat, C_mid, float(C.max()), rmse, a_se, max_a_se)
-    return CurveFit(A, B, C_mid, R0_hat, rmse, int(C.size), bent, message, a_se, R0 is not None)
+    fit = CurveFit(A, B, float(np.exp(lnmid)), R0_hat, rmse, int(C.size), False, "", a_se, R0 is not None)
+    line_p = _line_pvalue(x, R, 2.0 * best.cost, best.x.size)
+    bent, message = _judge(fit, float(C.max()), line_p, max_a_se)
+    return replace(fit, bent=bent, message=message)
 
 
 def _select(C, R, min_compute: float) -> tuple[np.ndarray, np.ndarray]:
     """Validated (N,) arrays of the points with C > max(min_compute, 0)."""
     C, R = np.asarray(C, dtype=float).ravel(), np.asarray(R, dtype=float).ravel()
     if C.shape != R.shape:
-        raise UserError(f"compute has {C.size} values but pass rate has {R.size}; give one pass rate per point")
+        raise UserError(f"compute has {C.size} values, pass rate {R.size}; give one pass rate per point")
     if not (np.isfinite(C).all() and np.isfinite(R).all()):
         raise UserError("compute or pass rate contains NaN/inf; remove those points")
     keep = C > max(min_compute, 0.0)
@@ -198,7 +225,7 @@ def fit_sigmoid(
     R0: float | None = None,
     min_compute: float = 0.0,
     a_max: float = 1.0,
-    max_a_se: float = 0.05,
+    max_a_se: float = 0.03,
 ) -> CurveFit:
     """Fit R(C) by the robust procedure of METHODS.md section 3.
 
@@ -218,7 +245,7 @@ def fit_sigmoid(
             "to fit the curve (lower --min-compute / --fit-until or evaluate more often)"
         )
     if R0 is not None and not 0.0 <= R0 < a_max:
-        raise UserError(f"R0 = {R0} must lie in [0, a_max={a_max}); give the starting pass rate as a fraction")
+        raise UserError(f"R0 = {R0} must lie in [0, a_max={a_max}); give the start pass rate as a fraction")
     return _fit_arrays(C, R, R0, a_max, max_a_se)
 
 
@@ -232,10 +259,13 @@ def bootstrap_fit(
     min_compute: float = 0.0,
     a_max: float = 1.0,
     level: float = 0.95,
+    r0_sd: float = 0.0,
 ) -> CurveBootstrap:
     """Case bootstrap: refit on N points drawn with replacement, n_boot times.
 
-    C, R: (N,). A fixed R0 stays fixed in every replicate. Returns the (M,) replicate
+    C, R: (N,). A fixed R0 stays fixed in every replicate, unless ``r0_sd`` > 0: then
+    each replicate fixes R0 + N(0, r0_sd^2) (clipped to [0, a_max)), which carries the
+    measurement noise of a measured starting pass rate into the intervals. Returns the (M,) replicate
     parameters (M <= n_boot: resamples with too few distinct points are skipped) and
     percentile intervals at ``level`` (C_mid's interval is taken in log space)."""
     C, R = _select(C, R, min_compute)
@@ -248,7 +278,10 @@ def bootstrap_fit(
         idx = np.sort(rng.integers(0, C.size, C.size))
         if np.unique(idx).size < need:
             continue
-        fits.append(_fit_arrays(C[idx], R[idx], R0, a_max, max_a_se=np.inf, top=1))
+        r0 = R0
+        if R0 is not None and r0_sd > 0:
+            r0 = float(np.clip(R0 + rng.normal(0.0, r0_sd), 0.0, a_max - 1e-6))
+        fits.append(_fit_arrays(C[idx], R[idx], r0, a_max, max_a_se=np.inf, top=1))
     if not fits:
         raise UserError("no bootstrap replicate could be fitted; add more points")
     arr = {k: np.array([getattr(f, k) for f in fits]) for k in ("A", "B", "C_mid", "R0")}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rlvr.errors import UserError
 
-HELP = "Find the model-collapse step of intrinsic-reward runs and rank them (later collapse = stronger prior)."
+HELP = "Find the model-collapse step of intrinsic-reward runs and rank them (later = stronger prior)."
 EPILOG = """examples:
   rlvr collapse runs/sc_qwen0.5b runs/sc_qwen1.5b
   rlvr collapse runs/*/ --window 5 --threshold 0.01 --json collapse.json

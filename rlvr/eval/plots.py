@@ -34,8 +34,13 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def plot_pass_at_k(models: Mapping[str, Block], path: str | os.PathLike[str]) -> Path:
-    """pass@k against k (log2 axis) for every model, with its bootstrap CI as a band."""
+def plot_pass_at_k(
+    models: Mapping[str, Block], path: str | os.PathLike[str], crossover_k: int | None = None
+) -> Path:
+    """pass@k against k (log2 axis) for every model, with its bootstrap CI as a band.
+
+    ``crossover_k``, when given, is marked with a dashed vertical line.
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, block in models.items():
@@ -46,6 +51,8 @@ def plot_pass_at_k(models: Mapping[str, Block], path: str | os.PathLike[str]) ->
             lo = [ci[str(k)][0] for k in ks]
             hi = [ci[str(k)][1] for k in ks]
             ax.fill_between(ks, lo, hi, alpha=0.2)
+    if crossover_k is not None:
+        ax.axvline(crossover_k, color="gray", ls="--", lw=1, label=f"crossover k={crossover_k}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (samples)")
     ax.set_ylabel("pass@k")
@@ -94,7 +101,10 @@ def plot_all(result: Block, out_dir: str | os.PathLike[str]) -> list[Path]:
     models = (
         {"base": result["base"], "trained": result["trained"]} if "support" in result else {"model": result}
     )
-    paths = [plot_pass_at_k(models, out / "pass_at_k.png"), plot_entropy(models, out / "entropy.png")]
+    paths = [
+        plot_pass_at_k(models, out / "pass_at_k.png", result.get("crossover_k")),
+        plot_entropy(models, out / "entropy.png"),
+    ]
     if "support" in result:
         paths.append(plot_support(result["support"], out / "support.png"))
     return paths

@@ -145,7 +145,7 @@ def majority_vote_reward(
     shares: list[float] = []
     for p, group in enumerate(answers_P_G):
         if len(group) != G:
-            raise ValueError(f"group {p} has {len(group)} answers, group 0 has {G}; groups must be equal size")
+            raise ValueError(f"group {p} has {len(group)} answers, group 0 has {G}; groups must be equal")
         keys = [None if a is None else canon(a) for a in group]
         counts = Counter(k for k in keys if k is not None)  # insertion order = first appearance
         if not counts:
@@ -180,7 +180,7 @@ def combine(rewards: dict[str, torch.Tensor], weights: dict[str, float]) -> torc
     out = torch.zeros(shape, dtype=torch.float32, device=rewards[names[0]].device)
     for name in names:
         if rewards[name].shape != shape:
-            raise ValueError(f"reward {name!r} has shape {tuple(rewards[name].shape)}, expected {tuple(shape)}")
+            raise ValueError(f"reward {name!r} has shape {tuple(rewards[name].shape)}, not {tuple(shape)}")
         out = out + float(weights[name]) * rewards[name].float()
     return out
 
@@ -255,7 +255,7 @@ def proxy_diagnostics(
       side is constant (or fewer than two finite pairs).
     """
     if proxy_P_G.shape != truth_P_G.shape or proxy_P_G.dim() != 2:
-        raise ValueError(f"proxy {tuple(proxy_P_G.shape)} and truth {tuple(truth_P_G.shape)} must be equal (P, G)")
+        raise ValueError(f"proxy {tuple(proxy_P_G.shape)}, truth {tuple(truth_P_G.shape)}: need equal (P, G)")
     proxy, truth = proxy_P_G.detach().double().cpu(), truth_P_G.detach().double().cpu()  # one sync
     out: dict[str, float | None] = {
         "gt_accuracy": float(truth.mean()),

@@ -19,6 +19,10 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
+import math_verify.grader
+import math_verify.parser
+from math_verify import parse, verify
+
 from rlvr.tasks.base import Verdict
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
@@ -27,6 +31,7 @@ _ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IG
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?:\D|$))")
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
+_BASE_RE = re.compile(r"([0-9A-Za-z]+)_\{?(\d+)\}?")  # 52_8, 4210_{5}: a numeral in base 8, 5
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -80,6 +85,8 @@ def _strip_answer(ans: str) -> str:
 
 def extract_answer(text: str) -> str | None:
     """The final answer in ``text`` (boxed, then ``####``, then "answer is"), or None."""
+    if not isinstance(text, str):
+        return None
     boxed = last_boxed(text)
     if boxed is not None:
         return boxed or None
@@ -123,30 +130,41 @@ def numbers_equal(pred: str, gold: str) -> bool | None:
 
 
 # ----------------------------------------------------------------------------- math-verify
-def _silence_math_verify() -> None:
-    """We disable math-verify's timeout on purpose (rlvr's pool bounds calls)."""
-    import math_verify.grader
-    import math_verify.parser
-
-    math_verify.grader.TIMEOUT_WARNING_SHOWN = True
-    math_verify.parser.TIMEOUT_WARNING_SHOWN = True
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
+# math-verify is imported at module import (not lazily) so that pool workers forked
+# afterwards inherit it instead of each paying the ~1 s sympy/antlr import.
+# Its timeout is off on purpose (rlvr's pool bounds calls): silence the warning about it.
+math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+math_verify.parser.TIMEOUT_WARNING_SHOWN = True
+logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
 def parse_math(expr: str) -> list:
     """math-verify's parse of one answer expression (without ``$``), timeout off; [] if unparseable."""
-    from math_verify import parse
+    # strip: math-verify reads "$ 3\text{ cm}$" (leading space) differently from "$3\text{ cm}$"
+    return parse(f"${expr.strip()}$", parsing_timeout=None)
 
-    _silence_math_verify()
-    return parse(f"${expr}$", parsing_timeout=None)
+
+def _base_numeral(s: str) -> tuple[str, str] | None:
+    m = _BASE_RE.fullmatch(s.replace(" ", ""))
+    return (m.group(1).lower(), m.group(2)) if m else None
 
 
 def math_equal(pred: str, gold: str) -> bool:
-    """True when answer ``pred`` is mathematically equivalent to reference ``gold``."""
-    from math_verify import verify
+    """True when answer ``pred`` is mathematically equivalent to reference ``gold``.
 
-    if pred.strip() == gold.strip():
+    Two rules run before math-verify, which gets them wrong: plain decimal numbers compare
+    exactly (math-verify rounds to 6 places, so ``.0000672 == .0000673``), and numerals with
+    a base subscript must agree in digits and base (math-verify drops the subscript).
+    """
+    pred, gold = pred.strip(), gold.strip()
+    if pred == gold:
         return True
+    same = numbers_equal(pred, gold)
+    if same is not None:
+        return same
+    pb, gb = _base_numeral(pred), _base_numeral(gold)
+    if pb is not None and gb is not None:
+        return pb == gb
     g, p = parse_math(gold), parse_math(pred)
     if not g or not p:
         return False

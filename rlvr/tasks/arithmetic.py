@@ -213,7 +213,7 @@ class ArithmeticTask:
     def __init__(
         self,
         min_operands: int = 3,
-        max_operands: int = 4,
+        max_operands: int = 3,
         max_value: int = 9,
         ops: str = "+*",
         max_result: int = 99,

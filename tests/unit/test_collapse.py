@@ -78,7 +78,7 @@ def test_analyse_run_rise_and_fall():
     assert r.proxy_at_collapse == pytest.approx(1.0)
     assert r.accuracy_key == "heldout_pass_rate"
     assert r.rise_then_fall is True  # 0.50 - 0.30 and 0.50 - 0.35 both >= margin 0.05
-    assert analyse_run(_metrics_rows(RISE_FALL, 2, [0.30, 0.45, 0.50, 0.35]), margin=0.2).rise_then_fall is False
+    assert not analyse_run(_metrics_rows(RISE_FALL, 2, acc), margin=0.2).rise_then_fall
     r2 = analyse_run(_metrics_rows(RISE_FALL, 1, [0.3, 0.4, 0.5, 0.6, 0.6, 0.5, 0.4, 0.3, 0.2]))
     assert r2.rise_then_fall is True and (r2.peak_step, r2.peak_accuracy) == (4, 0.6)
     rng = np.random.default_rng(1)
@@ -139,8 +139,8 @@ def test_command_table_ranking_and_json(runs, tmp_path, capsys):
     data = json.loads(out_json.read_text())
     by_name = {r["name"]: r for r in data["runs"]}
     assert [r["name"] for r in data["runs"]] == ["sc_small", "late", "never"]
-    for r in data["runs"]:
-        assert {"name", "collapse_step", "peak_step", "peak_accuracy", "final_accuracy", "collapsed"} <= set(r)
+    required = {"name", "collapse_step", "peak_step", "peak_accuracy", "final_accuracy", "collapsed"}
+    assert all(required <= r.keys() for r in data["runs"])
     assert by_name["late"]["collapse_step"] == 17 and by_name["late"]["collapsed"] is True
     assert by_name["never"]["collapse_step"] is None and by_name["never"]["collapsed"] is False
     assert by_name["never"]["peak_step"] == 20 and by_name["never"]["final_accuracy"] == pytest.approx(0.5)

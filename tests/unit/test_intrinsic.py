@@ -144,7 +144,7 @@ def test_majority_vote_key_and_ragged_groups():
     canon = {"1/2": "0.5"}
     r, _, share = majority_vote_reward([["1/2", "0.5", "3"]], key=lambda a: canon.get(a, a))
     assert r.tolist() == [[1, 1, 0]] and share == [pytest.approx(2 / 3)]
-    with pytest.raises(ValueError, match="equal size"):
+    with pytest.raises(ValueError, match="must be equal"):
         majority_vote_reward([["1", "2"], ["1"]])
 
 
@@ -167,7 +167,8 @@ def test_combine_weighted_sum_with_verifier():
 
 
 def test_registry_names_and_inputs():
-    names = {"self_certainty", "neg_entropy", "trajectory_likelihood", "sequence_probability", "majority_vote"}
+    names = {"self_certainty", "neg_entropy", "trajectory_likelihood", "sequence_probability",
+             "majority_vote"}
     assert set(INTRINSIC_REWARDS) == names and set(REWARD_INPUTS) == names
     fields = {f.name for f in dataclasses.fields(RolloutBatch)}
     for name, field in REWARD_INPUTS.items():
@@ -206,7 +207,8 @@ def test_proxy_diagnostics_constant_side_and_labels():
     d = proxy_diagnostics(proxy, truth, [None, None], ["1", "2"])
     assert d["proxy_truth_corr"] is None and d["label_accuracy"] is None
     assert d["reward_accuracy"] == pytest.approx(0.5)
-    d = proxy_diagnostics(proxy, truth, ["0.5", "2"], ["1/2", "3"], equal=lambda a, b: {a, b} <= {"0.5", "1/2"})
+    half = {"0.5", "1/2"}
+    d = proxy_diagnostics(proxy, truth, ["0.5", "2"], ["1/2", "3"], equal=lambda a, b: {a, b} <= half)
     assert d["label_accuracy"] == pytest.approx(0.5)
     with pytest.raises(ValueError):
         proxy_diagnostics(proxy, torch.zeros(4))

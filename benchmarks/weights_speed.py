@@ -1,0 +1,125 @@
+"""Speed of ``rlvr weights`` on a random 125M-parameter Llama-like pair, against a naive baseline.
+
+Writes BASE and TUNED bf16 safetensors files to a temp dir (12 layers x 768 hidden, 2048 MLP,
+vocab 32000, untied lm_head: 134M parameters; TUNED = BASE with ``--density`` of the entries
+moved by 2%, which always changes their bf16 value), then
+
+1. times ``python -m rlvr.cli weights BASE TUNED --k 16 --json ...`` in a subprocess and reads its
+   peak RSS (target: under 60 s on a 2-core machine);
+2. times the naive baseline in this process: full ``torch.linalg.svd`` (``--baseline-dtype``,
+   float32 by default, the least precision allowed) of every base and tuned matrix, and nothing else.
+
+Prints one line per step and, last, one JSON line with the numbers (speedup = baseline_s / analysis_s).
+
+    python benchmarks/weights_speed.py                 # the 125M pair
+    python benchmarks/weights_speed.py --layers 2 --hidden 256 --intermediate 512 --vocab 4000  # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+
+def llama_shapes(layers: int, hidden: int, intermediate: int, vocab: int) -> dict[str, tuple[int, ...]]:
+    """Tensor names and shapes of a Llama-style decoder (no biases, untied lm_head)."""
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden),
+                                          "model.norm.weight": (hidden,), "lm_head.weight": (vocab, hidden)}
+    for i in range(layers):
+        p = f"model.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            shapes[f"{p}.self_attn.{proj}.weight"] = (hidden, hidden)
+        shapes[f"{p}.mlp.gate_proj.weight"] = (intermediate, hidden)
+        shapes[f"{p}.mlp.up_proj.weight"] = (intermediate, hidden)
+        shapes[f"{p}.mlp.down_proj.weight"] = (hidden, intermediate)
+        shapes[f"{p}.input_layernorm.weight"] = (hidden,)
+        shapes[f"{p}.post_attention_layernorm.weight"] = (hidden,)
+    return shapes
+
+
+def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float, seed: int = 0) -> tuple[Path, Path]:
+    """Write base.safetensors and tuned.safetensors (bf16) under ``out``."""
+    g = torch.Generator().manual_seed(seed)
+    base = {}
+    for name, shape in shapes.items():
+        w = torch.ones(shape) if len(shape) == 1 else torch.randn(shape, generator=g) * 0.02
+        base[name] = w.to(torch.bfloat16)
+    save_file(base, str(out / "base.safetensors"))
+    tuned = {}
+    for name in list(base):
+        w = base.pop(name).float()
+        hit = torch.rand(w.shape, generator=g) < density
+        sign = torch.where(torch.rand(w.shape, generator=g) < 0.5, -1.0, 1.0)
+        tuned[name] = torch.where(hit, w * (1 + 0.02 * sign), w).to(torch.bfloat16)
+    save_file(tuned, str(out / "tuned.safetensors"))
+    return out / "base.safetensors", out / "tuned.safetensors"
+
+
+def time_analysis(base: Path, tuned: Path, k: int, out_json: Path) -> tuple[float, float]:
+    """Seconds and peak RSS (MiB) of the ``rlvr weights`` subprocess."""
+    cmd = [sys.executable, "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
+           "--json", str(out_json)]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def time_baseline(base: Path, tuned: Path, dtype: torch.dtype) -> float:
+    """Seconds for a full torch.linalg.svd of every 2-D base and tuned matrix."""
+    start = time.perf_counter()
+    with safe_open(str(base), "pt") as f0, safe_open(str(tuned), "pt") as f1:
+        for name in f0.keys():
+            for f in (f0, f1):
+                w = f.get_tensor(name)
+                if w.ndim == 2:
+                    torch.linalg.svd(w.to(dtype), full_matrices=False)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--intermediate", type=int, default=2048)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--density", type=float, default=0.1, help="fraction of entries the update moves")
+    parser.add_argument("--k", type=int, default=16)
+    parser.add_argument("--baseline-dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--skip-baseline", action="store_true")
+    args = parser.parse_args()
+    shapes = llama_shapes(args.layers, args.hidden, args.intermediate, args.vocab)
+    params = sum(torch.Size(s).numel() for s in shapes.values())
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        base, tuned = make_pair(Path(tmp), shapes, args.density)
+        print(f"wrote a {params / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
+        seconds, rss = time_analysis(base, tuned, args.k, Path(tmp) / "weights.json")
+        sparsity = json.loads((Path(tmp) / "weights.json").read_text())["pairs"][0]["sparsity"]
+        print(f"rlvr weights: {seconds:.1f}s, peak RSS {rss:.0f} MiB, sparsity {sparsity:.4f} "
+              f"(expected about {1 - args.density:.4f}), torch threads {torch.get_num_threads()}")
+        baseline = None
+        if not args.skip_baseline:
+            baseline = time_baseline(base, tuned, getattr(torch, args.baseline_dtype))
+            print(f"baseline (full {args.baseline_dtype} SVD of every matrix, base and tuned): {baseline:.1f}s, "
+                  f"{baseline / seconds:.2f}x the analysis time")
+    print(json.dumps({"benchmark": "weights_speed", "params": params, "analysis_s": round(seconds, 2),
+                      "peak_rss_mib": round(rss), "baseline": f"full {args.baseline_dtype} svd",
+                      "baseline_s": None if baseline is None else round(baseline, 2),
+                      "speedup": None if baseline is None else round(baseline / seconds, 2),
+                      "target_s": 60, "under_target": seconds < 60}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

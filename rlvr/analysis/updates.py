@@ -1,0 +1,320 @@
+"""Where a fine-tune moved the weights (METHODS.md section 6, "The Path Not Taken").
+
+Pure functions on one weight matrix ``w0`` (base) and ``w1`` (tuned), both (m, n), with
+``dw = w1 - w0``. Singular values and vectors are computed in float64 (see
+:func:`spectrum` for the three methods and their accuracy). Dimension letters here:
+m rows, n columns, N = m*n entries, k kept singular directions, r = min(m, n).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.errors import UserError
+
+Precision = str | float  # "bf16" | "fp32" | "rel:<rtol>" | absolute tolerance
+METHODS = ("gram", "svd", "lowrank")
+
+
+def parse_precision(text: str) -> Precision:
+    """``"bf16"``, ``"fp32"``, ``"rel:1e-3"`` (|dw| > rtol*|w0|) or a float (|dw| > atol)."""
+    low = text.strip().lower()
+    if low in ("bf16", "fp32"):
+        return low
+    try:
+        tol = float(low[4:]) if low.startswith("rel:") else float(low)
+    except ValueError:
+        raise UserError(
+            f"unknown precision {text!r}; use bf16, fp32, a tolerance like 1e-5 or rel:1e-3"
+        ) from None
+    if not tol >= 0:
+        raise UserError(f"precision tolerance {text!r} is negative; use a tolerance >= 0")
+    return f"rel:{tol}" if low.startswith("rel:") else tol
+
+
+def resolve_k(k: int | float, m: int, n: int) -> int:
+    """Number of singular directions: an int (capped at r = min(m, n)) or a fraction of r in (0, 1]."""
+    r = min(m, n)
+    if isinstance(k, bool) or not isinstance(k, int | float) or k <= 0:
+        raise UserError(f"k={k!r} is not positive; pass an integer like 16 or a fraction of rank like 0.05")
+    if isinstance(k, float):
+        if k > 1:
+            raise UserError(f"k={k} is a fraction above 1; pass a fraction of rank in (0, 1] or an integer")
+        return max(1, min(r, round(k * r)))
+    return min(k, r)
+
+
+def update_mask(w0: torch.Tensor, w1: torch.Tensor, precision: Precision = "bf16") -> torch.Tensor:
+    """Bool mask (same shape as w0) of entries the update changed.
+
+    bf16 / fp32: both values cast to that dtype differ bitwise (so values that round to the
+    same bf16 number count as unchanged); a float: |dw| > atol; ``"rel:<rtol>"``: |dw| > rtol*|w0|.
+    """
+    if precision in ("bf16", "fp32"):
+        dtype, bits = (torch.bfloat16, torch.int16) if precision == "bf16" else (torch.float32, torch.int32)
+        return w0.to(dtype).view(bits) != w1.to(dtype).view(bits)
+    dw = (w1.float() - w0.float()).abs()
+    if isinstance(precision, str) and precision.startswith("rel:"):
+        return dw > float(precision[4:]) * w0.float().abs()
+    return dw > float(precision)
+
+
+def update_sparsity(w0: torch.Tensor, w1: torch.Tensor, precision: Precision = "bf16") -> float:
+    """1 - |M| / N: the fraction of entries left unchanged at ``precision``."""
+    return 1.0 - update_mask(w0, w1, precision).sum().item() / max(1, w0.numel())
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """Singular values ``s`` (r,) descending (only the top q for ``lowrank``), and the top-k
+    singular vectors ``u`` (m, k), ``v`` (n, k); all float64, so that w ~= u diag(s[:k]) v^T."""
+
+    s: torch.Tensor
+    u: torch.Tensor
+    v: torch.Tensor
+
+
+def spectrum(w: torch.Tensor, k: int, method: str = "gram", niter: int = 6, oversample: int = 10) -> Spectrum:
+    """Full singular values and top-k singular vectors of w (m, n).
+
+    ``gram`` (default): eigh of the float64 Gram matrix of the short side, then u = w v / s. The
+    largest singular values and vectors are exact to float64 rounding; s_i has absolute error about
+    1e-16 * s_1**2 / s_i, far below float32 SVD's 1e-7 * s_1. Two to seven times faster than SVD.
+    ``svd``: torch.linalg.svd in float64 (the reference). Falls back to it when s_k is ~0.
+    ``lowrank``: torch.svd_lowrank with q = k + oversample columns and ``niter`` power steps; for
+    k << r on very large matrices. Only the top q singular values are returned (so spectral drift
+    covers those), and the subspace error scales like (s_{q+1}/s_k)**(2*niter+1): fine for decaying
+    spectra, but with a flat spectrum it inflates principal angles (measure against ``gram`` first).
+    """
+    if w.ndim != 2:
+        raise ValueError(f"spectrum needs a 2-D matrix, got shape {tuple(w.shape)}")
+    if method not in METHODS:
+        raise UserError(f"unknown SVD method {method!r}; use one of {', '.join(METHODS)}")
+    k = min(k, min(w.shape))
+    if method == "lowrank":
+        q = min(k + oversample, min(w.shape))
+        u, s, v = torch.svd_lowrank(w.double(), q=q, niter=niter)
+        return Spectrum(s, u[:, :k], v[:, :k])
+    if method == "gram":
+        spec = _gram_spectrum(w, k)
+        if spec is not None:
+            return spec
+    u, s, vh = torch.linalg.svd(w.double(), full_matrices=False)
+    return Spectrum(s, u[:, :k], vh[:k].T)
+
+
+def _gram_spectrum(w: torch.Tensor, k: int, chunk: int = 8192) -> Spectrum | None:
+    """Spectrum via the float64 Gram matrix of the short side, built in row chunks so that memory
+    stays near one float32 copy of w. None when s_k is too small for u = w v / s to be accurate."""
+    x = w if w.shape[0] >= w.shape[1] else w.T  # (rows, cols), rows >= cols
+    gram = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64)
+    for i in range(0, x.shape[0], chunk):
+        c = x[i : i + chunk].double()
+        gram.addmm_(c.T, c)
+    evals, evecs = torch.linalg.eigh(gram)  # ascending
+    s = evals.flip(0).clamp_min(0).sqrt()
+    if not s[k - 1] > 1e-6 * s[0]:
+        return None
+    vk = evecs[:, -k:].flip(1)  # (cols, k)
+    uk = torch.cat([x[i : i + chunk].double() @ vk for i in range(0, x.shape[0], chunk)]) / s[:k]
+    return Spectrum(s, uk, vk) if x is w else Spectrum(s, vk, uk)
+
+
+def spectral_drift(s0: torch.Tensor, s1: torch.Tensor) -> float:
+    """||s(W1) - s(W0)|| / ||s(W0)|| over the singular values (r,) of both matrices."""
+    norm0 = torch.linalg.vector_norm(s0.double()).item()
+    return torch.linalg.vector_norm(s1.double() - s0.double()).item() / norm0 if norm0 > 0 else math.nan
+
+
+def topk_relative_change(s0: torch.Tensor, s1: torch.Tensor, k: int) -> torch.Tensor:
+    """(k,) relative change (s1_i - s0_i) / s0_i of the top-k singular values."""
+    return (s1[:k].double() - s0[:k].double()) / s0[:k].double()
+
+
+def principal_angles(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(k,) principal angles in degrees, ascending, between span(a) and span(b), a and b (m, k).
+
+    Small angles come from sines (accurate to ~1e-14 rad), large ones from cosines
+    (the Knyazev-Argentati split at 45 degrees), so a 1e-6 degree rotation is resolved.
+    """
+    qa, qb = torch.linalg.qr(a.double()).Q, torch.linalg.qr(b.double()).Q
+    cross = qa.T @ qb  # (k, k)
+    cos = torch.linalg.svdvals(cross).clamp(0, 1)  # descending: angles ascending
+    sin = torch.linalg.svdvals(qb - qa @ cross).clamp(0, 1).flip(0)  # ascending: angles ascending
+    theta = torch.where(cos**2 < 0.5, torch.arccos(cos), torch.arcsin(sin))
+    return torch.rad2deg(theta)
+
+
+def principal_energy_share(dw: torch.Tensor, u0: torch.Tensor, v0: torch.Tensor) -> float:
+    """||U0_k^T dW V0_k||_F^2 / ||dW||_F^2 for dw (m, n), u0 (m, k), v0 (n, k); nan if dw = 0."""
+    total = torch.linalg.vector_norm(dw, dtype=torch.float64).item() ** 2
+    if total == 0:
+        return math.nan
+    proj = (u0.T.to(dw.dtype) @ dw).double() @ v0.double()  # (k, k)
+    return torch.linalg.vector_norm(proj).item() ** 2 / total
+
+
+def random_energy_share(k: int, m: int, n: int) -> float:
+    """Expected principal energy share of an isotropic random update: k^2 / (m n)."""
+    return k * k / (m * n)
+
+
+def _as_float(w: torch.Tensor) -> torch.Tensor:
+    """float64 stays float64 (tests, analysis in double); anything else becomes float32, which holds
+    bf16/fp16/fp32 weights exactly."""
+    return w if w.dtype == torch.float64 else w.float()
+
+
+def top_mask(score: torch.Tensor, count: int, largest: bool = True) -> torch.Tensor:
+    """Bool mask with exactly ``count`` True entries: the largest (or smallest) ``score`` values;
+    ties at the threshold are taken in index order, so the count is exact."""
+    flat = score.flatten()
+    n = flat.numel()
+    if count <= 0 or count >= n:
+        return torch.full(score.shape, count >= n and n > 0, dtype=torch.bool)
+    thr = torch.kthvalue(flat, n - count + 1 if largest else count).values
+    mask = flat > thr if largest else flat < thr
+    need = count - int(mask.sum().item())
+    mask[torch.nonzero(flat == thr).squeeze(1)[:need]] = True
+    return mask.view(score.shape)
+
+
+def principal_mask(spec: Spectrum, k: int, count: int) -> torch.Tensor:
+    """(m, n) mask of the ``count`` largest-magnitude entries of the rank-k reconstruction of w0."""
+    recon = (spec.u[:, :k] * spec.s[:k]).float() @ spec.v[:, :k].T.float()
+    return top_mask(recon.abs_(), count, largest=True)
+
+
+def low_magnitude_mask(w0: torch.Tensor, count: int) -> torch.Tensor:
+    """(m, n) mask of the ``count`` smallest-magnitude entries of w0."""
+    return top_mask(_as_float(w0).abs(), count, largest=False)
+
+
+def jaccard(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
+    """(|A and B|, |A or B|) of two boolean masks of the same shape; Jaccard = first / second."""
+    return int((a & b).sum().item()), int((a | b).sum().item())
+
+
+def jaccard_chance(count_a: float, count_b: float, n: float) -> tuple[float, float]:
+    """Expected (|A and B|, |A or B|) for independent random masks with those counts out of n.
+    Their ratio is the chance Jaccard p_a p_b / (p_a + p_b - p_a p_b) (exact as n grows)."""
+    inter = count_a * count_b / n if n else 0.0
+    return inter, count_a + count_b - inter
+
+
+def compare_matrix(
+    w0: torch.Tensor,
+    w1: torch.Tensor,
+    k: int,
+    mask: torch.Tensor,
+    spec0: Spectrum | None = None,
+    method: str = "gram",
+) -> dict:
+    """All section-6 measures for one matrix w0 -> w1 (m, n) given its update mask (m, n).
+
+    Returns JSON-ready numbers; the ``*_hits`` / ``changed`` counts are kept so that
+    aggregates over many matrices are exact ratios of sums (see :func:`summarize`).
+    """
+    m, n = w0.shape
+    k = min(k, m, n)
+    w0f, w1f = _as_float(w0), _as_float(w1)
+    spec0 = spec0 if spec0 is not None else spectrum(w0f, k, method)
+    spec1 = spectrum(w1f, k, method)
+    dw = w1f - w0f  # exact for nearby float32 values (Sterbenz)
+    left, right = principal_angles(spec0.u, spec1.u), principal_angles(spec0.v, spec1.v)
+    both = torch.cat([left, right])
+    changed = int(mask.sum().item())
+    norm0 = torch.linalg.vector_norm(w0f, dtype=torch.float64).item()
+    norm_dw = torch.linalg.vector_norm(dw, dtype=torch.float64).item()
+    return {
+        "k": k,
+        "spectral_drift": spectral_drift(spec0.s, spec1.s),
+        "topk_rel_change": topk_relative_change(spec0.s, spec1.s, k).tolist(),
+        "principal_angles_left_deg": left.tolist(),
+        "principal_angles_right_deg": right.tolist(),
+        "principal_angle_mean_deg": both.mean().item(),
+        "principal_angle_max_deg": both.max().item(),
+        "principal_energy_share": principal_energy_share(dw, spec0.u, spec0.v),
+        "random_energy_share": random_energy_share(k, m, n),
+        "update_rel_norm": norm_dw / norm0 if norm0 else math.nan,
+        "principal_hits": int((mask & principal_mask(spec0, k, changed)).sum().item()),
+        "low_magnitude_hits": int((mask & low_magnitude_mask(w0f, changed)).sum().item()),
+        "chance_hits": changed * changed / (m * n),
+    }
+
+
+def _weighted_mean(rows: list[dict], key: str) -> float | None:
+    """Parameter-weighted mean of ``key`` over rows that have a finite value."""
+    pairs = [(r["numel"], r[key]) for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+    total = sum(w for w, _ in pairs)
+    return sum(w * x for w, x in pairs) / total if total else None
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def summarize(records: list[dict]) -> dict:
+    """Aggregate per-tensor records (each with ``numel``, ``changed`` and, for 2-D matrices, the
+    :func:`compare_matrix` fields) into parameter-weighted statistics.
+
+    Sparsity and mask overlaps are exact ratios of sums; spectral drift, angles and energy shares
+    are means over matrices weighted by parameter count (the random share over the same matrices
+    as the energy share, so the two compare like for like).
+    """
+    mats = [r for r in records if "k" in r]
+    shared = [r for r in mats if r["principal_energy_share"] is not None and
+              math.isfinite(r["principal_energy_share"])]
+    changed_2d = sum(r["changed"] for r in mats)
+    params = sum(r["numel"] for r in records)
+    return {
+        "tensors": len(records),
+        "matrices": len(mats),
+        "params": params,
+        "changed": sum(r["changed"] for r in records),
+        "sparsity": 1.0 - sum(r["changed"] for r in records) / params if params else None,
+        "spectral_drift": _weighted_mean(mats, "spectral_drift"),
+        "principal_angle_mean_deg": _weighted_mean(mats, "principal_angle_mean_deg"),
+        "principal_angle_max_deg": max((r["principal_angle_max_deg"] for r in mats), default=None),
+        "principal_energy_share": _weighted_mean(shared, "principal_energy_share"),
+        "random_energy_share": _weighted_mean(shared, "random_energy_share"),
+        "update_rel_norm": _weighted_mean(mats, "update_rel_norm"),
+        "principal_mask_overlap": _ratio(sum(r["principal_hits"] for r in mats), changed_2d),
+        "low_magnitude_overlap": _ratio(sum(r["low_magnitude_hits"] for r in mats), changed_2d),
+        "mask_chance": _ratio(sum(r["chance_hits"] for r in mats), changed_2d),
+    }
+
+
+def summarize_by_kind(records: list[dict]) -> dict[str, dict]:
+    """{kind: summarize(records of that kind)} plus ``"all"`` over every record."""
+    kinds = sorted({r["kind"] for r in records})
+    out = {kind: summarize([r for r in records if r["kind"] == kind]) for kind in kinds}
+    out["all"] = summarize(records)
+    return out
+
+
+def jaccard_record(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """Counts for two runs' update masks a, b of one tensor (same shape): observed and chance."""
+    inter, union = jaccard(a, b)
+    count_a, count_b = int(a.sum().item()), int(b.sum().item())
+    chance_inter, chance_union = jaccard_chance(count_a, count_b, a.numel())
+    return {"numel": a.numel(), "count_a": count_a, "count_b": count_b, "inter": inter, "union": union,
+            "chance_inter": chance_inter, "chance_union": chance_union}
+
+
+def summarize_jaccard(rows: list[dict]) -> dict:
+    """Jaccard over many tensors as a ratio of sums, against the chance Jaccard of the same sums."""
+    params = sum(r["numel"] for r in rows)
+    observed = _ratio(sum(r["inter"] for r in rows), sum(r["union"] for r in rows))
+    chance = _ratio(sum(r["chance_inter"] for r in rows), sum(r["chance_union"] for r in rows))
+    return {
+        "params": params,
+        "density_a": _ratio(sum(r["count_a"] for r in rows), params),
+        "density_b": _ratio(sum(r["count_b"] for r in rows), params),
+        "jaccard": observed,
+        "jaccard_chance": chance,
+        "ratio": observed / chance if observed is not None and chance else None,
+    }

@@ -1,0 +1,162 @@
+"""``rlvr fit``: fit ScaleRL sigmoidal compute-performance curves to runs and compare them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+HELP = "Fit sigmoidal compute-performance curves (ScaleRL) to runs; compare ceilings A and efficiency B."
+EPILOG = """examples:
+  rlvr fit runs/cispo runs/dapo                      # fit both, rank by A and by B
+  rlvr fit runs/cispo --x samples --min-compute 2e4  # compute = completions; drop the early part
+  rlvr fit runs/cispo --fit-until 5e18 --plot fit.png  # fit on the first part, extrapolate the rest
+  rlvr fit curve.csv --predict-at 1e20 --json fit.json  # any framework: CSV with compute,pass_rate
+"""
+
+A_NOISE = 0.02  # paper (2510.13786): repeated runs put A within about +-0.02
+
+
+@dataclass
+class _RunResult:
+    name: str
+    C: object  # (N,) np.ndarray, all measured compute values
+    R: object  # (N,) np.ndarray
+    used: object  # (N,) bool, points the fit saw
+    fit: object  # CurveFit
+    boot: object  # CurveBootstrap | None
+    at: float
+    value: float
+    low: float
+    high: float
+    observed: float | None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_FILE",
+                        help="rlvr run directories, or CSV/JSONL files with columns compute,pass_rate")
+    parser.add_argument("--x", choices=["flops", "samples", "gpu_hours", "wall"], default="flops",
+                        help="compute axis for run directories (wall = seconds; default flops)")
+    parser.add_argument("--fit-until", type=float, default=None, metavar="C",
+                        help="fit only points with compute <= C; later points are held out")
+    parser.add_argument("--predict-at", type=float, default=None, metavar="C",
+                        help="compute at which to predict (default: the last observed compute)")
+    parser.add_argument("--min-compute", type=float, default=0.0, metavar="C",
+                        help="drop the initial low-compute part: fit only points with compute > C")
+    parser.add_argument("--r0", choices=["fixed", "free"], default="fixed",
+                        help="R0 fixed to the first measured pass rate (default) or fitted")
+    parser.add_argument("--n-boot", type=int, default=200,
+                        metavar="N", help="bootstrap replicates for intervals (0 = none; default 200)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="bootstrap seed (default 0)")
+    parser.add_argument("--max-a-se", type=float, default=0.03, metavar="SE",
+                        help="report not-bent when the standard error of A exceeds this (default 0.03)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write results as JSON")
+    parser.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write a PNG plot")
+
+
+def _fit_one(path: str, args: argparse.Namespace) -> _RunResult:
+    import numpy as np
+
+    from rlvr.analysis.curve_io import load_run_curve
+    from rlvr.analysis.curves import bootstrap_fit, fit_sigmoid, predict
+    from rlvr.errors import UserError
+
+    name, C, R = load_run_curve(path, x=args.x)
+    R0 = float(R[0]) if args.r0 == "fixed" else None
+    until = np.inf if args.fit_until is None else args.fit_until
+    used = (C > max(args.min_compute, 0.0)) & (C <= until)
+    try:
+        fit = fit_sigmoid(C[used], R[used], R0=R0, max_a_se=args.max_a_se)
+        boot = None
+        if args.n_boot:  # a fixed R0 is one noisy measurement: perturb it by the residual sd
+            r0_sd = fit.rmse if R0 is not None else 0.0
+            boot = bootstrap_fit(C[used], R[used], n_boot=args.n_boot, seed=args.seed, R0=R0, r0_sd=r0_sd)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    at = float(C[-1]) if args.predict_at is None else args.predict_at
+    value, low, high = predict(fit, at, boot)
+    hit = np.nonzero(np.isclose(C, at, rtol=1e-9, atol=0.0))[0]
+    observed = float(R[hit[0]]) if hit.size else None
+    return _RunResult(name, C, R, used, fit, boot, at, value, low, high, observed)
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def _to_json(results: list[_RunResult]) -> dict:
+    runs = []
+    for r in results:
+        f = r.fit
+        runs.append({
+            "name": r.name, "A": _num(f.A), "B": _num(f.B), "C_mid": _num(f.C_mid), "R0": _num(f.R0),
+            "rmse": _num(f.rmse), "bent": bool(f.bent),
+            "prediction": {"at": r.at, "value": _num(r.value), "low": _num(r.low), "high": _num(r.high),
+                           "observed": _num(r.observed)},
+        })
+    return {"runs": runs}
+
+
+def _table(results: list[_RunResult]) -> list[str]:
+    head = (f"{'run':<20} {'A':>6} {'A 95% CI':>15} {'B':>6} {'C_mid':>9} {'R0':>6} {'rmse':>7} {'bent':>5}"
+            f"  {'predict at':>10} {'value [interval]':>22} {'observed':>8}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        f = r.fit
+        ci = r.boot.ci["A"] if r.boot is not None else (math.nan, math.nan)
+        obs = "-" if r.observed is None else f"{r.observed:.3f}"
+        lines.append(
+            f"{r.name[:20]:<20} {f.A:6.3f} [{ci[0]:5.3f}, {ci[1]:5.3f}] {f.B:6.2f} {f.C_mid:9.3g} "
+            f"{f.R0:6.3f} {f.rmse:7.4f} {'yes' if f.bent else 'NO':>5}  {r.at:10.3g} "
+            f"{r.value:6.3f} [{r.low:5.3f}, {r.high:5.3f}] {obs:>8}"
+        )
+    for r in results:
+        if not r.fit.bent:
+            lines.append(f"note: {r.name}: {r.fit.message}")
+    return lines
+
+
+def _ranking(results: list[_RunResult], key: str) -> str:
+    order = sorted(results, key=lambda r: -getattr(r.fit, key))
+    parts = [f"{r.name} ({getattr(r.fit, key):.3f}{'' if r.fit.bent else ', not bent'})" for r in order]
+    return f"by {key}: " + " > ".join(parts)
+
+
+def _ranking_lines(results: list[_RunResult]) -> list[str]:
+    lines = [_ranking(results, "A") + "   [ceiling]", _ranking(results, "B") + "   [efficiency exponent]"]
+    As = sorted(r.fit.A for r in results)
+    if any(b - a < A_NOISE for a, b in zip(As, As[1:])):
+        lines.append(f"note: some ceilings differ by less than {A_NOISE}: within run-to-run noise "
+                     "(2510.13786), not a difference")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlvr.errors import UserError
+
+    if args.n_boot < 0:
+        raise UserError(f"--n-boot {args.n_boot} is negative; use 0 (no intervals) or more")
+    results = [_fit_one(p, args) for p in args.paths]
+    names = [r.name for r in results]
+    if len(set(names)) < len(names):  # two runs with the same directory name: show their paths
+        for r, p in zip(results, args.paths):
+            r.name = str(p)
+    for line in _table(results):
+        print(line)
+    if len(results) > 1:
+        for line in _ranking_lines(results):
+            print(line)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(_to_json(results), indent=2) + "\n")
+        print(f"wrote {args.json}")
+    if args.plot is not None:
+        from rlvr.analysis.curve_plots import CurveSeries, plot_curves
+
+        series = [CurveSeries(r.name, r.C, r.R, r.used, r.fit, r.boot, args.fit_until) for r in results]
+        plot_curves(series, args.plot, x_label={"wall": "wall seconds"}.get(args.x, args.x),
+                    predict_at=args.predict_at)
+        print(f"wrote {args.plot}")
+    return 0

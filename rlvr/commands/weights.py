@@ -1,0 +1,197 @@
+"""``rlvr weights``: where did fine-tuning move the weights? (METHODS.md section 6)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from rlvr.errors import UserError
+
+HELP = "Compare a base model's weights with tuned ones: update sparsity, spectrum, principal subspaces."
+EPILOG = """examples:
+  rlvr weights runs/base runs/grpo                      # run dirs: latest checkpoint of each
+  rlvr weights Qwen2.5-0.5B/ rl/ sft/ --k 0.05         # two tuned models: also their mask overlap
+  rlvr weights base.safetensors rl.safetensors --precision fp32 --json w.json --plots plots/
+  rlvr weights base/ tuned/ --precision 1e-5           # |dW| > 1e-5 counts as changed
+
+BASE/TUNED: a .safetensors file, a Hugging Face model dir (shards + index), a checkpoint dir
+or an rlvr run dir (checkpoints/final, else the highest step). See docs/commands/weights.md."""
+
+PROGRESS_EVERY = 25  # tensors between progress lines on stderr (models with more tensors only)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", metavar="BASE", help="the model before fine-tuning")
+    parser.add_argument("tuned", metavar="TUNED", nargs="+", help="one or more fine-tuned models of BASE")
+    parser.add_argument("--k", default="16", help="singular directions: an integer, or a fraction of rank "
+                        "like 0.05 or 5%% (default 16)")
+    parser.add_argument("--precision", default="bf16", help="what counts as changed: bf16 (differs after "
+                        "rounding to bf16, default), fp32 (bitwise), a tolerance like 1e-5, or rel:1e-3")
+    parser.add_argument("--svd", default="gram", choices=["gram", "svd", "lowrank"],
+                        help="gram: exact float64 via the Gram matrix (default); svd: float64 SVD; "
+                        "lowrank: randomized top-k (large matrices, approximate)")
+    parser.add_argument("--json", metavar="FILE", help="write all results as JSON")
+    parser.add_argument("--plots", metavar="DIR", help="write per-layer and principal-angle plots")
+    parser.add_argument("--per-matrix", action="store_true", help="also print one line per tensor")
+
+
+def parse_k(text: str) -> int | float:
+    """``"16"`` -> 16; ``"0.05"`` or ``"5%"`` -> 0.05 (a fraction of each matrix's rank)."""
+    try:
+        if text.endswith("%"):
+            return float(text[:-1]) / 100
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise UserError(f"--k {text!r} is not a number; use an integer like 16 or a fraction like 0.05") \
+            from None
+
+
+def _tensor_records(name: str, w0, w1s: list, k_spec, precision, method: str) -> tuple[list[dict], list]:
+    """One record per tuned model for tensor ``name``, and the update masks (for run overlap)."""
+    from rlvr.analysis import updates
+    from rlvr.analysis.weight_io import layer_index, tensor_kind
+
+    masks = [updates.update_mask(w0, w1, precision) for w1 in w1s]
+    base = {"name": name, "kind": tensor_kind(name), "layer": layer_index(name), "shape": list(w0.shape),
+            "numel": w0.numel()}
+    records = [dict(base, changed=int(m.sum().item())) for m in masks]
+    for rec in records:
+        rec["sparsity"] = 1.0 - rec["changed"] / max(1, rec["numel"])
+    if w0.ndim == 2 and min(w0.shape) > 1:
+        k = updates.resolve_k(k_spec, *w0.shape)
+        spec0 = updates.spectrum(w0.float(), k, method)
+        for rec, w1, mask in zip(records, w1s, masks):
+            rec.update(updates.compare_matrix(w0, w1, k, mask, spec0=spec0, method=method))
+    return records, masks
+
+
+def analyse(base: str, tuned: list[str], k_spec: int | float = 16, precision="bf16", method: str = "gram",
+            progress=None) -> dict:
+    """Stream the matched tensors of BASE and each TUNED model and return the JSON result."""
+    from rlvr.analysis import updates
+    from rlvr.analysis.weight_io import WeightSource, iter_matched, matched_names
+
+    per_pair: list[list[dict]] = [[] for _ in tuned]
+    pair_ids = [(a, b) for a in range(len(tuned)) for b in range(a + 1, len(tuned))]
+    overlap_rows: dict[tuple[int, int], list[dict]] = {ab: [] for ab in pair_ids}
+    with ExitStack() as stack:
+        src0 = stack.enter_context(WeightSource(base))
+        sources = [stack.enter_context(WeightSource(t)) for t in tuned]
+        total = len(matched_names(src0, sources))
+        for i, (name, w0, w1s) in enumerate(iter_matched(src0, sources), start=1):
+            records, masks = _tensor_records(name, w0, w1s, k_spec, precision, method)
+            for rows, rec in zip(per_pair, records):
+                rows.append(rec)
+            for a, b in pair_ids:
+                row = updates.jaccard_record(masks[a], masks[b])
+                overlap_rows[(a, b)].append(dict(row, name=name, kind=records[0]["kind"]))
+            if progress is not None:
+                progress(i, total, name)
+    return {"pairs": [_pair_result(base, t, rows) for t, rows in zip(tuned, per_pair)],
+            "mask_overlap": {f"{a + 1}-{b + 1}": _overlap_result(tuned[a], tuned[b], overlap_rows[(a, b)])
+                             for a, b in pair_ids}}
+
+
+def _pair_result(base: str, tuned: str, rows: list[dict]) -> dict:
+    from rlvr.analysis.updates import summarize_by_kind
+
+    per_kind = summarize_by_kind(rows)
+    overall = per_kind["all"]
+    keys = ("sparsity", "spectral_drift", "principal_angle_mean_deg", "principal_energy_share",
+            "random_energy_share")
+    return {"base": base, "tuned": tuned, **{key: overall[key] for key in keys}, "per_kind": per_kind,
+            "per_matrix": rows}
+
+
+def _overlap_result(a: str, b: str, rows: list[dict]) -> dict:
+    from rlvr.analysis.updates import summarize_jaccard
+
+    kinds = sorted({r["kind"] for r in rows})
+    return {"a": a, "b": b, **summarize_jaccard(rows),
+            "per_kind": {kind: summarize_jaccard([r for r in rows if r["kind"] == kind]) for kind in kinds}}
+
+
+def _fmt(x, spec: str = ".4f") -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _count(n: int) -> str:
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.1f}{suffix}"
+    return str(n)
+
+
+def _ratio(x, chance) -> str:
+    return "-" if x is None or not chance else f"{x / chance:.2f}x"
+
+
+def format_pair(pair: dict, per_matrix: bool = False) -> str:
+    """Human-readable per-kind table for one base/tuned pair."""
+    head = (f"{'kind':<10} {'tensors':>7} {'params':>9} {'sparsity':>8} {'drift':>9} {'angle':>7} "
+            f"{'energy':>8} {'random':>8} {'princ.ovl':>9} {'lowmag.ovl':>10}")
+    lines = [f"base  {pair['base']}", f"tuned {pair['tuned']}", head, "-" * len(head)]
+    for kind, s in pair["per_kind"].items():
+        if kind == "all":
+            lines.append("-" * len(head))
+        lines.append(
+            f"{kind:<10} {s['tensors']:>7} {_count(s['params']):>9} {_fmt(s['sparsity']):>8} "
+            f"{_fmt(s['spectral_drift'], '.2e'):>9} {_fmt(s['principal_angle_mean_deg'], '.3f'):>7} "
+            f"{_fmt(s['principal_energy_share'], '.2e'):>8} {_fmt(s['random_energy_share'], '.2e'):>8} "
+            f"{_ratio(s['principal_mask_overlap'], s['mask_chance']):>9} "
+            f"{_ratio(s['low_magnitude_overlap'], s['mask_chance']):>10}")
+    if per_matrix:
+        lines.append("")
+        for r in pair["per_matrix"]:
+            lines.append(f"{r['name']:<50} {r['sparsity']:.4f} drift {_fmt(r.get('spectral_drift'), '.2e')} "
+                         f"angle {_fmt(r.get('principal_angle_mean_deg'), '.3f')} "
+                         f"energy {_fmt(r.get('principal_energy_share'), '.2e')}")
+    lines.append("sparsity: fraction unchanged; drift: ||s1-s0||/||s0||; angle: mean principal angle (deg)\n"
+                 "of the top-k subspaces; energy/random: update energy in the top-k subspace vs k^2/(mn);\n"
+                 "*.ovl: update-mask overlap with the principal / low-magnitude masks, vs chance.")
+    return "\n".join(lines)
+
+
+def _clean(x):
+    """JSON-safe copy: non-finite floats become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {key: _clean(v) for key, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlvr.analysis.updates import parse_precision
+
+    k_spec, precision = parse_k(args.k), parse_precision(args.precision)
+    start = time.perf_counter()
+
+    def progress(i: int, total: int, name: str) -> None:
+        if total > PROGRESS_EVERY and (i % PROGRESS_EVERY == 0 or i == total):
+            elapsed = time.perf_counter() - start
+            print(f"[weights] {i}/{total} tensors, {elapsed:.1f}s ({name})", file=sys.stderr, flush=True)
+
+    result = _clean(analyse(args.base, args.tuned, k_spec, precision, args.svd, progress))
+    for pair in result["pairs"]:
+        print(format_pair(pair, args.per_matrix), end="\n\n")
+    for key, ov in result["mask_overlap"].items():
+        print(f"mask overlap {key} ({ov['a']} vs {ov['b']}): jaccard {_fmt(ov['jaccard'])}, chance "
+              f"{_fmt(ov['jaccard_chance'])} ({_fmt(ov['ratio'], '.2f')}x)")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1))
+        print(f"wrote {args.json}")
+    if args.plots:
+        from rlvr.analysis.update_plots import plot_results
+
+        for path in plot_results(result, args.plots):
+            print(f"wrote {path}")
+    return 0

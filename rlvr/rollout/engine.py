@@ -1,0 +1,107 @@
+"""Turning problems into scored rollouts: prompts x G -> sampler -> texts -> verdicts.
+
+The native engine wraps :func:`rlvr.rollout.sample.generate` (tiny or HF policy);
+``rlvr.rollout.vllm`` provides the same ``sample`` call on a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlvr.config import SamplingConfig
+from rlvr.rollout.sample import SampleParams, generate
+from rlvr.tasks.base import Problem, Verdict
+from rlvr.types import RolloutBatch
+
+
+def sample_params(cfg: SamplingConfig, tok, self_certainty: bool = False,
+                  max_new_tokens: int | None = None) -> SampleParams:
+    """SampleParams from the config; stop strings and the interruption text as token ids."""
+    marker = cfg.interruption_text.strip()
+    return SampleParams(
+        max_new_tokens=max_new_tokens or cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        stop_ids=tuple(tuple(tok.encode(s)) for s in cfg.stop),
+        interruption_budget=cfg.interruption_budget,
+        interruption_ids=tuple(tok.encode(cfg.interruption_text)) if cfg.interruption_budget else (),
+        marker_ids=tuple(tok.encode(marker)) if cfg.interruption_budget and marker else (),
+        interruption_extra=cfg.interruption_extra,
+        self_certainty=self_certainty,
+    )
+
+
+def encode_prompts(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded (B, Tp) ids and mask, for the char tokenizer or an HF tokenizer adapter."""
+    return tok.batch_encode_left(prompts)
+
+
+def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int = 0,
+           generator: torch.Generator | None = None, batch_size: int = 512, weight_sync=None) -> RolloutBatch:
+    """One completion per prompt (repeat prompts for G samples); texts decoded. Large inputs are
+    split into chunks of ``batch_size`` rows and concatenated."""
+    was_training = model.training
+    model.eval()
+    try:
+        parts = []
+        for i in range(0, len(prompts), batch_size):
+            ids, mask = encode_prompts(tok, prompts[i : i + batch_size])
+            rb = generate(model, ids, mask, params, eos_id=tok.eos_id, pad_id=tok.pad_id, version=version,
+                          generator=generator, weight_sync=weight_sync)
+            rb.texts = [tok.decode(row[m]) for row, m in zip(rb.completion_ids, rb.completion_mask)]
+            parts.append(rb)
+    finally:
+        model.train(was_training)
+    return parts[0] if len(parts) == 1 else concat_batches(parts, tok.pad_id)
+
+
+def _pad_cat(ts: list[torch.Tensor], value, left: bool = False) -> torch.Tensor:
+    width = max(t.shape[1] for t in ts)
+    out = []
+    for t in ts:
+        pad = width - t.shape[1]
+        out.append(torch.nn.functional.pad(t, (pad, 0) if left else (0, pad), value=value))
+    return torch.cat(out)
+
+
+def concat_batches(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
+    """Row-wise concatenation of rollout batches (re-padding prompts left, completions right)."""
+    sc = [p.self_certainty for p in parts]
+    return RolloutBatch(
+        prompt_ids=_pad_cat([p.prompt_ids for p in parts], pad_id, left=True),
+        prompt_mask=_pad_cat([p.prompt_mask for p in parts], False, left=True),
+        completion_ids=_pad_cat([p.completion_ids for p in parts], pad_id),
+        completion_mask=_pad_cat([p.completion_mask for p in parts], False),
+        loss_mask=_pad_cat([p.loss_mask for p in parts], False),
+        behaviour_logp=_pad_cat([p.behaviour_logp for p in parts], 0.0),
+        entropy=_pad_cat([p.entropy for p in parts], 0.0),
+        versions=_pad_cat([p.versions for p in parts], 0),
+        finish_reason=[r for p in parts for r in p.finish_reason],
+        texts=[t for p in parts for t in p.texts],
+        self_certainty=None if any(s is None for s in sc) else _pad_cat(sc, 0.0),
+    )
+
+
+def select_rows(rb: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
+    """The sub-batch of ``rows`` (1-D long index)."""
+    idx = rows.tolist()
+    return RolloutBatch(
+        prompt_ids=rb.prompt_ids[rows], prompt_mask=rb.prompt_mask[rows],
+        completion_ids=rb.completion_ids[rows], completion_mask=rb.completion_mask[rows],
+        loss_mask=rb.loss_mask[rows], behaviour_logp=rb.behaviour_logp[rows], entropy=rb.entropy[rows],
+        versions=rb.versions[rows], finish_reason=[rb.finish_reason[i] for i in idx],
+        texts=[rb.texts[i] for i in idx] if rb.texts else [],
+        self_certainty=None if rb.self_certainty is None else rb.self_certainty[rows],
+    )
+
+
+def verify_all(task, texts: list[str], problems: list[Problem]) -> list[Verdict]:
+    """One verdict per completion, in order; a verifier that raises scores the sample as malformed."""
+    out = []
+    for text, prob in zip(texts, problems):
+        try:
+            out.append(task.verify(text, prob))
+        except Exception as e:  # noqa: BLE001 - a verifier bug must not kill the run
+            out.append(Verdict(0.0, "malformed", f"verifier error: {type(e).__name__}: {e}"))
+    return out

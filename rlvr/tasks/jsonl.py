@@ -1,0 +1,231 @@
+"""Generic question/answer datasets: JSONL, JSON, Parquet or a hub dataset, with column mapping.
+
+:class:`JsonlTask` turns rows into :class:`~rlvr.tasks.base.Problem` objects through a column
+map (``prompt``, ``answer``, optional ``solutions`` and ``id``) and scores completions with a
+chosen verifier from :mod:`rlvr.rewards.math` (``math`` | ``numeric`` | ``exact``). The loading
+helpers here (:func:`read_rows`, :func:`load_split`, :func:`default_data_dir`) are shared with
+the GSM8K and MATH-500 tasks.
+
+Malformed rows (missing field, wrong type, empty prompt or answer) are skipped and counted in
+``task.skipped[split]`` (``bad_rows="skip"``, the default) or raise ``UserError``
+(``bad_rows="error"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import UserError
+from rlvr.rewards.math import VERIFIERS
+from rlvr.tasks.base import Problem, Verdict
+
+SPLITS = ("train", "heldout")
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+DEFAULT_TEMPLATE = "{question}\n\n" + BOXED_INSTRUCTION
+RowFn = Callable[[dict, int], Problem]  # (row, index) -> Problem; raises ValueError/KeyError/TypeError if bad
+
+
+def default_data_dir() -> Path:
+    """``$RLVR_DATA_DIR`` if set, else the project's ``../shared/data`` next to the repository root."""
+    env = os.environ.get("RLVR_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def render(template: str, question: str) -> str:
+    """``template`` with ``{question}`` replaced (plain replace: LaTeX braces are safe)."""
+    return template.replace("{question}", question)
+
+
+def to_messages(prompt: str, system: str | None = None) -> list[dict[str, str]]:
+    """The chat-messages form of a prompt: ``[{"role": "system"?}, {"role": "user"}]``."""
+    msgs = [{"role": "system", "content": system}] if system else []
+    return [*msgs, {"role": "user", "content": prompt}]
+
+
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+
+
+# ----------------------------------------------------------------------------- reading
+def read_rows(path: str | Path) -> list[Any]:
+    """Rows of a ``.jsonl`` / ``.json`` (list of objects) / ``.parquet`` file, in file order.
+
+    A JSONL line that is not valid JSON becomes a ``None`` row (counted as bad by the caller).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"dataset file {str(p)!r} not found; check the path or set RLVR_DATA_DIR")
+    if p.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as e:
+            raise UserError("reading Parquet needs pyarrow; pip install pyarrow (or rlvr[data])") from e
+        return pq.read_table(p).to_pylist()
+    text = p.read_text(encoding="utf-8")
+    if p.suffix == ".json":
+        rows = json.loads(text)
+        if not isinstance(rows, list):
+            raise UserError(f"{str(p)!r} is not a JSON list of rows; use a list of objects or JSON Lines")
+        return rows
+    rows = []
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                rows.append(None)
+    return rows
+
+
+def read_hub(name: str, config: str | None, split: str) -> list[dict]:
+    """Rows of a hub dataset via ``datasets`` (imported only here, only when asked)."""
+    try:
+        import datasets
+    except ImportError as e:
+        raise UserError(
+            f"no local file for {name!r} and the 'datasets' package is missing; "
+            "pass a local path or pip install 'rlvr[data]'"
+        ) from e
+    try:
+        ds = datasets.load_dataset(name, config, split=split)
+    except Exception as e:  # noqa: BLE001 - network or name problems, reported as one line
+        raise UserError(
+            f"could not load {name!r} split {split!r} from the hub ({e}); pass a local path"
+        ) from e
+    return [dict(r) for r in ds]
+
+
+def load_split(path: str | Path | None, hub: tuple[str, str | None, str] | None) -> list[Any]:
+    """Rows from ``path`` when it exists, else from ``hub=(name, config, split)``."""
+    if path is not None and Path(path).is_file():
+        return read_rows(path)
+    if hub is None:
+        where = f"{str(path)!r} not found" if path is not None else "no path given"
+        raise UserError(f"no data for this split ({where}); pass an existing file path")
+    return read_hub(*hub)
+
+
+def build_problems(rows: Iterable[Any], row_fn: RowFn, bad_rows: str) -> tuple[list[Problem], int]:
+    """Apply ``row_fn`` to every row; returns (problems, number of skipped bad rows)."""
+    if bad_rows not in ("skip", "error"):
+        raise UserError(f"bad_rows={bad_rows!r}; use 'skip' or 'error'")
+    out: list[Problem] = []
+    skipped = 0
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, dict):
+                raise TypeError(f"row is {type(row).__name__}, not an object")
+            out.append(row_fn(row, i))
+        except (KeyError, TypeError, ValueError) as e:
+            if bad_rows == "error":
+                raise UserError(
+                    f"bad row {i} ({type(e).__name__}: {e}); fix it or pass bad_rows='skip'"
+                ) from e
+            skipped += 1
+    return out, skipped
+
+
+def text_field(row: dict, key: str) -> str:
+    """A required non-empty text field (numbers are accepted and stringified)."""
+    v = row[key]
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise TypeError(f"field {key!r} is {type(v).__name__}, expected text")
+    s = str(v)
+    if not s.strip():
+        raise ValueError(f"field {key!r} is empty")
+    return s
+
+
+def solutions_field(row: dict, key: str | None) -> tuple[str, ...]:
+    """Optional gold solutions: a string or a list of strings."""
+    if key is None or row.get(key) is None:
+        return ()
+    v = row[key]
+    vals = [v] if isinstance(v, str) else v
+    if not isinstance(vals, list) or not all(isinstance(s, str) for s in vals):
+        raise TypeError(f"field {key!r} must be a string or a list of strings")
+    return tuple(s for s in vals if s.strip())
+
+
+# ----------------------------------------------------------------------------- the task
+class JsonlTask:
+    """Any question/answer dataset with a column map and a verifier.
+
+    ``train`` / ``heldout``: file paths (``.jsonl``, ``.json``, ``.parquet``); or ``hub`` (a
+    ``datasets`` name, with ``hub_config`` and ``hub_splits`` = {split: hub split}) used for
+    splits without a file. ``columns`` maps ``prompt``, ``answer`` and optionally ``solutions``
+    and ``id`` to the dataset's column names. ``template`` must contain ``{question}``.
+    """
+
+    def __init__(
+        self,
+        train: str | None = None,
+        heldout: str | None = None,
+        columns: dict[str, str] | None = None,
+        verifier: str = "math",
+        template: str = DEFAULT_TEMPLATE,
+        hub: str | None = None,
+        hub_config: str | None = None,
+        hub_splits: dict[str, str] | None = None,
+        bad_rows: str = "skip",
+        name: str = "jsonl",
+    ):
+        if verifier not in VERIFIERS:
+            raise UserError(f"unknown verifier {verifier!r}; use one of {', '.join(VERIFIERS)}")
+        if "{question}" not in template:
+            raise UserError("template has no {question} placeholder; add '{question}' where the problem goes")
+        cols = {"prompt": "prompt", "answer": "answer", "solutions": None, "id": None}
+        unknown = set(columns or {}) - set(cols)
+        if unknown:
+            raise UserError(f"unknown column roles {sorted(unknown)}; use prompt, answer, solutions, id")
+        cols.update(columns or {})
+        self.name, self.columns, self.template, self.bad_rows = name, cols, template, bad_rows
+        self.paths = {"train": train, "heldout": heldout}
+        self.hub, self.hub_config = hub, hub_config
+        self.hub_splits = hub_splits or {"train": "train", "heldout": "test"}
+        self._verify = VERIFIERS[verifier]
+        self.skipped: dict[str, int] = {}
+        self._cache: dict[str, list[Problem]] = {}
+
+    def _row(self, split: str) -> RowFn:
+        c = self.columns
+
+        def row_fn(row: dict, i: int) -> Problem:
+            rid = str(row[c["id"]]) if c["id"] else f"{self.name}/{split}/{i}"
+            return Problem(
+                id=rid,
+                prompt=render(self.template, text_field(row, c["prompt"])),
+                answer=text_field(row, c["answer"]).strip(),
+                solutions=solutions_field(row, c["solutions"]),
+                meta={"split": split, "row": i},
+            )
+
+        return row_fn
+
+    def problems(self, split: str, n: int | None = None) -> list[Problem]:
+        check_split(split)
+        if split not in self._cache:
+            hub = (
+                (self.hub, self.hub_config, self.hub_splits[split])
+                if self.hub and split in self.hub_splits
+                else None
+            )
+            rows = load_split(self.paths[split], hub)
+            self._cache[split], self.skipped[split] = build_problems(rows, self._row(split), self.bad_rows)
+        return first_n(self._cache[split], n)
+
+    def verify(self, completion: str, problem: Problem) -> Verdict:
+        return self._verify(completion, problem.answer)
+
+    def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
+        """The chat-messages form of ``problem.prompt``."""
+        return to_messages(problem.prompt, system)
+
+
+def first_n(items: Sequence[Problem], n: int | None) -> list[Problem]:
+    return list(items[:n]) if n is not None else list(items)

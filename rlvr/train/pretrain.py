@@ -1,0 +1,119 @@
+"""Pretraining the tiny base model from scratch on the synthetic corpus.
+
+Documents (task problems with worked solutions, a share of them wrong or
+truncated, plus plain text) are tokenised as BOS + text + EOS, concatenated, and
+cut into random windows of ``seq_len + 1`` tokens. Checkpoints are kept at token
+milestones (fractions of the budget) so RL can start from any of them. The
+result is cached by config hash: ``base_model(cfg)`` trains once, then reuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from rlvr.config import ModelConfig, PretrainConfig, config_hash, to_dict
+from rlvr.log import MetricsLog, Progress
+from rlvr.model.io import save_policy
+from rlvr.model.tiny import TinyGPT
+from rlvr.model.tokenizer import CharTokenizer
+from rlvr.train.schedule import lr_at
+
+
+def cache_root() -> Path:
+    base = os.environ.get("RLVR_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rlvr")
+    return Path(base)
+
+
+def pretrain_key(model_cfg: ModelConfig, pre: PretrainConfig) -> str:
+    return config_hash({"model": to_dict(model_cfg), "pretrain": to_dict(pre), "format": 1})
+
+
+def build_token_stream(pre: PretrainConfig, tok: CharTokenizer) -> torch.Tensor:
+    """(N,) long: the whole corpus as one token stream."""
+    from rlvr.tasks.corpus import build_corpus
+    from rlvr.tasks.registry import get_task
+
+    mix = [(get_task(name), w) for name, w in pre.mix.items()]
+    mean_len = 48  # rough characters per document; the corpus is sampled with replacement anyway
+    n_docs = max(2000, min(60_000, pre.tokens // mean_len // 2))
+    docs = build_corpus(mix, n_docs, pre.wrong_frac, pre.truncated_frac, pre.seed)
+    ids: list[int] = []
+    for d in docs:
+        ids.extend(tok.encode(d, bos=True, eos=True))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, progress: str = "auto") -> Path:
+    """Train from scratch; write ``milestone_<frac>/`` checkpoints, ``final/`` and ``metrics.jsonl``.
+
+    Returns the ``final`` checkpoint directory.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(pre.seed)
+    gen = torch.Generator().manual_seed(pre.seed)
+    tok = CharTokenizer()
+    model = TinyGPT(model_cfg, tok.vocab_size)
+    stream = build_token_stream(pre, tok)
+    seq = min(pre.seq_len, model_cfg.context)
+    per_step = pre.batch_size * seq
+    total = max(1, pre.tokens // per_step)
+    milestones = sorted({max(1, round(m * total)) for m in pre.milestones} | {total})
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.dim() >= 2 else no_decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=pre.lr, betas=(0.9, 0.95), fused=False)
+    log = MetricsLog(out)
+    bar = Progress(total, "pretrain", progress, every=max(1, total // 20))
+    fpt = model.flops_per_token()
+    t0, tokens = time.time(), 0
+    for step in range(total):
+        starts = torch.randint(0, len(stream) - seq - 1, (pre.batch_size,), generator=gen)
+        batch = torch.stack([stream[s : s + seq + 1] for s in starts.tolist()])
+        x, y = batch[:, :-1], batch[:, 1:]
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, pre.lr, pre.warmup_steps, total, "cosine")
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        tokens += per_step
+        if (step + 1) % 10 == 0 or step + 1 in milestones:
+            row = log.write({"step": step + 1, "tokens": tokens, "loss": loss, "lr": opt.param_groups[0]["lr"],
+                             "wall_s": time.time() - t0, "flops": 3 * fpt * tokens})
+            bar.update(0, **row)
+        bar.update(1)
+        if step + 1 in milestones:
+            frac = (step + 1) / total
+            save_policy(model, tok, out / f"milestone_{frac:.2f}")
+    bar.close()
+    log.close()
+    shutil.copytree(out / "milestone_1.00", out / "final", dirs_exist_ok=True)
+    (out / "pretrain.json").write_text(json.dumps({
+        "model": to_dict(model_cfg), "pretrain": to_dict(pre), "params": model.num_params(),
+        "steps": total, "tokens": tokens, "wall_s": time.time() - t0, "milestones": milestones}, indent=1))
+    return out / "final"
+
+
+def base_model(model_cfg: ModelConfig, pre: PretrainConfig, progress: str = "auto") -> Path:
+    """The cached base checkpoint for this (model, pretrain) config, pretrained on first use."""
+    d = cache_root() / "base" / pretrain_key(model_cfg, pre)
+    if (d / "final" / "model.safetensors").exists() and (d / "pretrain.json").exists():
+        return d / "final"
+    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    pretrain(model_cfg, pre, tmp, progress)
+    if d.exists():
+        shutil.rmtree(d)
+    os.replace(tmp, d)
+    return d / "final"

@@ -1,0 +1,267 @@
+"""The code sandbox: an attack suite run on every isolation backend this machine has, and the
+unit-test reward. Each attack must be contained, reported with a reason, and leave the host
+(the test's own tmp dir, a listening socket, a victim process) unchanged."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.rewards import code as sbx
+from rlvr.rewards.code import code_reward, extract_code, run_sandboxed, score_code
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+
+BACKENDS = ["none"] + [b for b in ("bwrap", "unshare") if sys.platform == "linux" and sbx._probe(b) is None]
+ISOLATED = [b for b in BACKENDS if b != "none"]
+SECRET = "s3cr3t-" + "7f1c2a"  # not spelled out in any attack program
+_BOOT_MARK = "cfg = json.loads(sys.argv[1])"  # in the cmdline of every sandboxed process
+
+
+def _sandbox_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path("/proc", entry, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if _BOOT_MARK.encode() in cmdline:
+                pids.append(int(entry))
+    return pids
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.join(dirpath, d)] = None
+        for f in filenames:
+            out[os.path.join(dirpath, f)] = Path(dirpath, f).read_bytes()
+    return out
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A host tree with a secret and victim files; sandboxes are created under it."""
+    (tmp_path / "secret.txt").write_text(SECRET)
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "keep.txt").write_text("keep me")
+    sandboxes = tmp_path / "sandboxes"
+    sandboxes.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sandboxes))
+    before = _snapshot(tmp_path)
+    yield tmp_path
+    deadline = time.monotonic() + 3
+    while _sandbox_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _sandbox_pids() == [], "a sandboxed process outlived its run"
+    assert list(sandboxes.iterdir()) == [], "the private temp dir was not deleted"
+    assert _snapshot(tmp_path) == before, "the host tree changed"
+
+
+def _attack(name: str, host: Path, port: int = 0, pid: int = 0) -> tuple[str, dict]:
+    """(program, limits) of attack ``name``; paths and ports of the host are baked in."""
+    secret, victim = str(host / "secret.txt"), str(host / "victim")
+    programs = {
+        "read_secret": (f"print(open({secret!r}).read())", {}),
+        "read_secret_ctypes": (
+            "import ctypes\nlibc = ctypes.CDLL(None)\n"
+            f"fd = libc.open({secret.encode()!r}, 0)\nassert fd >= 0, 'open failed'\n"
+            "buf = ctypes.create_string_buffer(4096)\nn = libc.read(fd, buf, 4096)\n"
+            "print(buf.raw[:n].decode())", {}),
+        "write_outside": (f"open({str(host / 'pwned.txt')!r}, 'w').write('x')", {}),
+        "socket": (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                   "s.sendall(b'pwned')", {}),
+        "fork_bomb": ("import os\nwhile True:\n    os.fork()", {"max_procs": 8, "timeout_s": 3}),
+        "alloc_10gb": ("x = bytearray(10 * 1024**3)", {}),
+        "infinite_loop": ("while True:\n    pass", {"cpu_s": 1, "timeout_s": 10}),
+        "sleep": ("import time\ntime.sleep(60)", {"timeout_s": 1}),
+        "print_1gb": ("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)",
+                      {"max_output": 64_000, "timeout_s": 10}),
+        "subprocess": ("import subprocess\n"
+                       f"r = subprocess.run(['/bin/sh', '-c', 'cat {secret}; echo x > {victim}/sub.txt'], "
+                       "capture_output=True, text=True)\nprint(r.stdout)\nassert r.returncode == 0, r.stderr", {}),
+        "chdir_up_write": ("import os\nwrote = 0\nfor _ in range(8):\n    os.chdir('..')\n    try:\n"
+                           "        open('pwned_up.txt', 'w').write('x'); wrote += 1\n"
+                           "    except OSError as e:\n        print('denied', e)\nprint('wrote', wrote)", {}),
+        "segfault": ("import ctypes\nctypes.string_at(0)", {}),
+        "delete_files": (f"import os, shutil\nos.remove({victim + '/keep.txt'!r})\nshutil.rmtree({victim!r})", {}),
+        "kill_host_process": (f"import os, signal\nos.kill({pid}, signal.SIGKILL)", {}),
+        "daemonize": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n"
+                      "time.sleep(30)", {"timeout_s": 1}),
+    }
+    return programs[name]
+
+
+# Expected reasons: (isolated backends, fallback). The fallback guard exits with "blocked".
+EXPECT = {
+    "read_secret": ({"error"}, {"blocked"}),
+    "read_secret_ctypes": ({"error"}, {"ok"}),  # fallback: ctypes bypasses the audit hook (documented)
+    "write_outside": ({"error"}, {"blocked"}),
+    "socket": ({"error"}, {"blocked"}),
+    "fork_bomb": ({"error", "timeout"}, {"blocked"}),
+    "alloc_10gb": ({"memory"}, {"memory"}),
+    "infinite_loop": ({"cpu_limit"}, {"cpu_limit"}),
+    "sleep": ({"timeout"}, {"timeout"}),
+    "print_1gb": ({"output_limit"}, {"output_limit"}),
+    "subprocess": ({"error"}, {"blocked"}),
+    "chdir_up_write": ({"ok", "error"}, {"blocked"}),  # isolated: writes land in the sandbox's own root
+    "segfault": ({"crashed"}, {"crashed"}),
+    "delete_files": ({"error"}, {"blocked"}),
+    "kill_host_process": ({"error"}, {"blocked"}),
+    "daemonize": ({"timeout"}, {"blocked"}),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_attack_is_contained(name: str, backend: str, host: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.setblocking(False)
+    victim = subprocess.Popen(["sleep", "30"])
+    try:
+        code, limits = _attack(name, host, port=listener.getsockname()[1], pid=victim.pid)
+        r = run_sandboxed(code, isolation=backend, **limits)
+        expected = EXPECT[name][0 if backend != "none" else 1]
+        assert r.reason in expected, (r.reason, r.returncode, r.stderr[-800:])
+        assert r.isolation == backend
+        assert r.ok == (r.reason == "ok")
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected to the host's port
+        assert victim.poll() is None, "the host process was killed"
+        if name == "read_secret_ctypes" and backend == "none":
+            assert SECRET in r.stdout  # what the fallback cannot stop
+        else:
+            assert SECRET not in r.stdout + r.stderr
+    finally:
+        victim.kill()
+        victim.wait()
+        listener.close()
+    if name in ("chdir_up_write",):
+        for parent in [host, *host.parents]:
+            assert not (parent / "pwned_up.txt").exists()
+    if name == "sleep":
+        assert r.wall_s < 3
+    if name == "infinite_loop":
+        assert r.cpu_s >= 0.9 and r.wall_s < 8
+    if name == "print_1gb":
+        assert len(r.stdout) <= 64_000 and r.wall_s < 5
+    if name == "segfault":
+        assert r.returncode == -11
+
+
+@pytest.mark.parametrize("backend", ISOLATED)
+def test_isolated_view_of_the_machine(backend: str, host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLVR_HOST_TOKEN", "tok-" + "91ab")
+    code = ("import os, json\nprint(json.dumps({'cwd': os.getcwd(), 'home': os.environ['HOME'], "
+            "'env': sorted(os.environ), 'root': sorted(os.listdir('/')), 'pids': sorted(p for p in "
+            "os.listdir('/proc') if p.isdigit()), 'uid': os.getuid()}))")
+    r = run_sandboxed(code, isolation=backend)
+    assert r.reason == "ok", r.stderr
+    import json
+
+    seen = json.loads(r.stdout)
+    assert seen["cwd"] == seen["home"] == "/sandbox"
+    assert "RLVR_HOST_TOKEN" not in seen["env"] and "tok-91ab" not in r.stdout
+    assert "home" not in seen["root"] and "work" not in seen["root"]
+    assert len(seen["pids"]) <= 3  # its own pid namespace: bwrap init, supervisor, program
+    if os.geteuid() == 0:
+        assert seen["uid"] == sbx.NOBODY
+
+
+def test_fallback_environment_is_minimal(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLVR_HOST_TOKEN", "tok-" + "91ab")
+    r = run_sandboxed("import os\nprint(sorted(os.environ), os.getcwd() == os.environ['HOME'])", isolation="none")
+    assert r.reason == "ok" and "RLVR_HOST_TOKEN" not in r.stdout and r.stdout.strip().endswith("True")
+
+
+def test_stdin_and_exit_codes() -> None:
+    r = run_sandboxed("import sys\nprint(sys.stdin.read().upper())\nraise SystemExit(3)", stdin="abc")
+    assert (r.stdout.strip(), r.returncode, r.reason, r.ok) == ("ABC", 3, "error", False)
+
+
+# ----------------------------------------------------------------------------- rewards
+ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]
+
+
+@pytest.mark.parametrize(("completion", "reward", "partial", "reason"), [
+    ("Here:\n```python\ndef add(a, b):\n    return a + b\n```\nDone.", 1.0, 1.0, "ok"),
+    ("```python\ndef add(a, b):\n    return a - b\n```", 0.0, 0.0, "failed"),
+    ("```python\ndef add(a, b):\n    return abs(a) + b\n```", 0.0, 2 / 3, "failed"),  # fails add(-1, 1)
+    ("def add(a, b):\n    return a + b\n", 1.0, 1.0, "ok"),  # no fence: the whole text is code
+    ("```python\ndef add(a, b) return\n```", 0.0, 0.0, "failed"),  # syntax error
+    ("```python\nimport os\ndef add(a, b):\n    return 0\nos._exit(0)\n```", 0.0, 0.0, "incomplete"),
+    ("```python\nimport os\nos.write(3, b'{\"nonce\": \"x\", \"passed\": 3, \"total\": 3}')\nprint('3/3 passed')\n"
+     "def add(a, b):\n    return 7\n```", 0.0, 0.0, "failed"),  # forged report without the nonce
+    ("```python\nimport sys\ndef add(a, b):\n    return a + b\nsys.exit(0)\n```", 1.0, 1.0, "ok"),
+    ("```python\ndef add(a, b):\n    while True:\n        pass\n```", 0.0, 0.0, "cpu_limit"),
+])
+def test_score_code(completion: str, reward: float, partial: float, reason: str) -> None:
+    got, res = score_code(completion, ADD_TESTS, cpu_s=1, timeout_s=5)
+    assert (got, res.reason) == (reward, reason), res.stderr[-500:]
+    got_partial, _ = score_code(completion, ADD_TESTS, partial=True, cpu_s=1, timeout_s=5)
+    assert got_partial == pytest.approx(partial, abs=1e-12)
+
+
+def test_score_code_single_string_is_one_test_and_main_block_skipped() -> None:
+    sol = "```python\ndef f(x):\n    return 2 * x\nif __name__ == '__main__':\n    print(f(int(input())))\n```"
+    reward, res = score_code(sol, "assert f(2) == 4\nassert f(3) == 6")
+    assert (reward, res.tests_passed, res.tests_total) == (1.0, 1, 1)
+    reward, res = score_code(sol, "assert f(2) == 4\nassert f(3) == 7", partial=True)
+    assert (reward, res.tests_passed, res.tests_total) == (0.0, 0, 1)
+
+
+def test_extract_code() -> None:
+    text = "```\nplain\n```\n```python\nfirst = 1\n```\n```py\nsecond = 2\n```\n```bash\nls\n```"
+    assert extract_code(text) == "second = 2\n"
+    assert extract_code("```\nx = 1\n```") == "x = 1\n"
+    assert extract_code("Sure.\n```python\ny = 2\n") == "y = 2\n"  # unclosed fence runs to the end
+    assert extract_code("z = 3") == "z = 3"
+
+
+def test_code_reward_trl_signature() -> None:
+    good = "```python\ndef add(a, b):\n    return a + b\n```"
+    bad = [{"role": "assistant", "content": "```python\ndef add(a, b):\n    return a * b\n```"}]
+    out = code_reward(["p1", "p2", "p3"], [good, bad, good], tests=[ADD_TESTS, ADD_TESTS, ["assert add(0, 0) == 1"]],
+                      answer=["unused"] * 3)
+    assert out == [1.0, 0.0, 0.0]
+    with pytest.raises(UserError, match="one tests entry per completion"):
+        code_reward(["p"], [good], tests=[])
+
+
+def test_bad_arguments_are_user_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UserError, match="unknown sandbox isolation"):
+        run_sandboxed("pass", isolation="docker")
+    with pytest.raises(UserError, match="out of range"):
+        run_sandboxed("pass", memory_mb=1)
+    with pytest.raises(UserError, match="unknown sandbox limit"):
+        score_code("pass", "assert True", memory=5)
+    with pytest.raises(UserError, match="no tests"):
+        score_code("pass", [])
+    monkeypatch.setattr(sbx, "_probe_cache", {"bwrap": "bwrap not found", "unshare": "unshare failed"})
+    with pytest.raises(UserError, match="unavailable"):
+        run_sandboxed("pass", isolation="bwrap")
+
+
+def test_fallback_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sbx, "_probe_cache", {"bwrap": "bwrap not found", "unshare": "unshare failed"})
+    monkeypatch.setattr(sbx, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="NOT a security boundary"):
+        assert sbx.resolve_isolation("auto") == "none"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sbx.resolve_isolation("auto") == "none"
+        r = run_sandboxed("print(6 * 7)")
+    assert (r.reason, r.stdout, r.isolation) == ("ok", "42\n", "none")

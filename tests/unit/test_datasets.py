@@ -1,0 +1,146 @@
+"""GSM8K, MATH-500 and generic JSONL/JSON/Parquet tasks: loading, bad rows, prompts, verification."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.tasks.gsm8k import GSM8KTask, final_answer, gold_solution
+from rlvr.tasks.jsonl import BOXED_INSTRUCTION, JsonlTask, default_data_dir, read_rows
+from rlvr.tasks.math500 import Math500Task
+
+DATA = default_data_dir()
+needs_data = pytest.mark.skipif(not (DATA / "gsm8k_test.jsonl").is_file(), reason="shared data not present")
+
+
+def _write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@needs_data
+def test_gsm8k_splits_answers_and_gold_solutions() -> None:
+    task = GSM8KTask()
+    test, train = task.problems("heldout"), task.problems("train")
+    assert (len(test), len(train)) == (1319, 7473)
+    assert task.skipped == {"heldout": 0, "train": 0}
+    p = test[0]
+    assert p.id == "gsm8k/test/0" and p.answer == "18"
+    assert p.prompt.startswith("Janet") and p.prompt.endswith(BOXED_INSTRUCTION)
+    assert "<<" not in p.solutions[0] and p.solutions[0].endswith("\\boxed{18}.")
+    assert task.problems("heldout", 5) == test[:5]
+    # answers with thousands commas are canonicalised
+    assert {q.answer for q in test if "," in q.answer} == set()
+    assert task.verify(p.solutions[0], p).correct and task.verify("\\boxed{19}", p).status == "wrong"
+    assert task.messages(p, system="be brief") == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": p.prompt},
+    ]
+
+
+@needs_data
+def test_all_gsm8k_boxed_gold_solutions_verify() -> None:
+    task = GSM8KTask()
+    probs = task.problems("heldout")
+    assert all(task.verify(p.solutions[0], p).correct for p in probs)
+
+
+@needs_data
+def test_math500_heldout_only_with_meta() -> None:
+    task = Math500Task()
+    probs = task.problems("heldout")
+    assert len(probs) == 500 and task.skipped == {"heldout": 0}
+    p = probs[0]
+    assert p.id == "test/precalculus/807.json"
+    assert p.meta["subject"] == "Precalculus" and p.meta["level"] == 2
+    assert p.answer == "\\left( 3, \\frac{\\pi}{2} \\right)"
+    assert task.verify("so \\boxed{(3, \\pi/2)}", p).correct
+    assert not task.verify("so \\boxed{(3, \\pi)}", p).correct
+    with pytest.raises(UserError, match="only a test split"):
+        task.problems("train")
+
+
+def test_gsm8k_helpers_and_bad_rows(tmp_path: Path) -> None:
+    assert final_answer("a\nb #### 1,450,000") == "1450000"
+    with pytest.raises(ValueError):
+        final_answer("no hashes")
+    assert gold_solution("3*4=<<3*4=12>>12\n#### 12") == "3*4=12\nThe final answer is \\boxed{12}."
+    rows = [
+        {"question": "q0", "answer": "x #### 3"},
+        {"question": "", "answer": "#### 4"},  # empty prompt
+        {"question": "q2"},  # missing answer
+        {"question": ["q"], "answer": "#### 5"},  # wrong type
+        {"question": "q4", "answer": "#### five"},  # not a number
+        "{not json",
+        {"question": "q6", "answer": "y\n#### -2"},
+    ]
+    path = _write_jsonl(tmp_path / "t.jsonl", rows)
+    task = GSM8KTask(test_path=str(path), use_hub=False)
+    probs = task.problems("heldout")
+    assert [p.answer for p in probs] == ["3", "-2"] and task.skipped["heldout"] == 5
+    with pytest.raises(UserError, match="bad row 1"):
+        GSM8KTask(test_path=str(path), bad_rows="error", use_hub=False).problems("heldout")
+    with pytest.raises(UserError, match="not found"):
+        GSM8KTask(train_path=str(tmp_path / "missing.jsonl"), use_hub=False).problems("train")
+    with pytest.raises(UserError, match="unknown split"):
+        task.problems("test")
+
+
+def test_data_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_jsonl(
+        tmp_path / "math500_test.jsonl", [{"problem": "1+1?", "solution": "\\boxed{2}", "answer": "2"}]
+    )
+    monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path))
+    assert default_data_dir() == tmp_path
+    task = Math500Task(use_hub=False)
+    (p,) = task.problems("heldout")
+    assert p.id == "math500/test/0" and task.verify("\\boxed{2.0}", p).correct
+
+
+def test_jsonl_task_column_map_and_verifiers(tmp_path: Path) -> None:
+    rows = [
+        {"q": "What is 1/2?", "a": "\\frac12", "sol": ["half: \\boxed{1/2}"], "uid": "a"},
+        {"q": "Capital of France?", "a": "Paris", "sol": "\\boxed{Paris}", "uid": "b"},
+        {"q": "Count", "a": 3, "uid": "c"},  # numeric answer is stringified
+        {"q": "  ", "a": "x", "uid": "d"},  # blank prompt: skipped
+    ]
+    path = _write_jsonl(tmp_path / "d.jsonl", rows)
+    cols = {"prompt": "q", "answer": "a", "solutions": "sol", "id": "uid"}
+    task = JsonlTask(train=str(path), columns=cols, template="Q: {question}\nA:")
+    probs = task.problems("train")
+    assert [p.id for p in probs] == ["a", "b", "c"] and task.skipped["train"] == 1
+    assert probs[0].prompt == "Q: What is 1/2?\nA:" and probs[0].solutions == ("half: \\boxed{1/2}",)
+    assert probs[2].answer == "3" and probs[2].solutions == ()
+    assert task.verify("\\boxed{0.5}", probs[0]).correct
+    exact = JsonlTask(train=str(path), columns=cols, verifier="exact")
+    pe = exact.problems("train")
+    assert exact.verify("\\boxed{Paris}", pe[1]).correct and not exact.verify("\\boxed{0.5}", pe[0]).correct
+    numeric = JsonlTask(train=str(path), columns=cols, verifier="numeric")
+    assert numeric.verify("#### 3.0", numeric.problems("train")[2]).correct
+    with pytest.raises(UserError, match="no data for this split"):
+        task.problems("heldout")
+    with pytest.raises(UserError, match="unknown verifier"):
+        JsonlTask(train=str(path), verifier="fuzzy")
+    with pytest.raises(UserError, match="unknown column roles"):
+        JsonlTask(train=str(path), columns={"question": "q"})
+    with pytest.raises(UserError, match="placeholder"):
+        JsonlTask(train=str(path), template="no slot")
+
+
+def test_json_and_parquet_readers(tmp_path: Path) -> None:
+    rows = [{"prompt": "p1", "answer": "1"}, {"prompt": "p2", "answer": "2"}]
+    (tmp_path / "d.json").write_text(json.dumps(rows))
+    assert read_rows(tmp_path / "d.json") == rows
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
+    task = JsonlTask(train=str(tmp_path / "d.parquet"), heldout=str(tmp_path / "d.json"))
+    assert [p.answer for p in task.problems("train")] == ["1", "2"]
+    assert [p.prompt.split("\n")[0] for p in task.problems("heldout")] == ["p1", "p2"]
+    (tmp_path / "bad.json").write_text('{"a": 1}')
+    with pytest.raises(UserError, match="not a JSON list"):
+        read_rows(tmp_path / "bad.json")

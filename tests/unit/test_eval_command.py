@@ -1,0 +1,93 @@
+"""``rlvr eval --samples``: JSON round trip, pair mode, plots, and clean errors (exit code 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvr.cli import main
+from rlvr.eval.samples import load_samples, write_samples
+from rlvr.eval.summary import compare, summarize
+
+
+def fake_rows(p_correct: np.ndarray, n: int, seed: int) -> list[dict]:
+    """n samples for each problem i, correct with probability p_correct[i]."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, p in enumerate(p_correct):
+        for _ in range(n):
+            ok = bool(rng.random() < p)
+            ans = "7" if ok else str(int(rng.integers(0, 5)))
+            rows.append(
+                {
+                    "problem_id": f"q{i}",
+                    "completion": f"work {int(rng.integers(0, 3))} answer {ans}",
+                    "answer": ans if rng.random() > 0.1 else None,
+                    "reward": float(ok),
+                    "correct": ok,
+                    "num_tokens": int(rng.integers(5, 50)),
+                    "mean_logp": float(-rng.random()),
+                    "finish_reason": "eos" if rng.random() > 0.2 else "length",
+                    "mean_entropy": float(rng.random()),
+                }
+            )
+    return rows
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    base_p = rng.beta(0.4, 1.5, size=30)
+    trained_p = np.where(base_p > 0.2, np.minimum(1.0, base_p * 2.5), 0.0)  # sharpened, narrower
+    base = write_samples(tmp_path / "base.jsonl", fake_rows(base_p, 16, seed=1))
+    trained = write_samples(tmp_path / "trained.jsonl", fake_rows(trained_p, 16, seed=2))
+    return base, trained
+
+
+def test_samples_round_trip(files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _, trained = files
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--samples", str(trained), "--json", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert written == summarize(load_samples(trained))
+    assert list(written["pass_at_k"]) == ["1", "2", "4", "8", "16"]
+    assert "pass@k" in capsys.readouterr().out
+
+
+def test_pair_round_trip_and_plots(files: tuple[Path, Path], tmp_path: Path) -> None:
+    base, trained = files
+    out, plots = tmp_path / "pair.json", tmp_path / "plots"
+    argv = ["eval", "--samples", str(trained), "--base-samples", str(base), "--json", str(out)]
+    assert main([*argv, "--plots", str(plots), "--ks", "1,4,16"]) == 0
+    written = json.loads(out.read_text())
+    assert written == compare(load_samples(base), load_samples(trained), ks=[1, 4, 16])
+    assert set(written) >= {"base", "trained", "support", "crossover_k"}
+    counts = written["support"]["counts"]
+    assert sum(counts.values()) == 30 and counts["expanded"] == 0  # trained_p is 0 where base_p <= 0.2
+    for name in ("pass_at_k.png", "entropy.png", "support.png"):
+        png = (plots / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_bad_inputs_exit_2(files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _, trained = files
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem_id": "a", "correct": true}\n{"problem_id": "a", "reward": "x"}\n')
+    assert main(["eval", "--samples", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "line 2" in err and "'reward'" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["eval", "--samples", str(empty)]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert main(["eval", "--samples", str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["eval"]) == 2
+    assert main(["eval", "--base-samples", str(trained)]) == 2
+    assert main(["eval", "--samples", str(trained), "--ks", "1,a"]) == 2
+    assert main(["eval", "--samples", str(trained), "--ks", "64"]) == 2
+    assert main(["eval", "ckpt", "--samples", str(trained)]) == 2
+    assert main(["eval", "ckpt", "--out", str(tmp_path)]) == 2  # no --task
+    assert "--task" in capsys.readouterr().err

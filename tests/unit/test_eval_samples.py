@@ -1,0 +1,132 @@
+"""samples.jsonl loading, validation errors, atomic writing, correctness rule, summarize/compare."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.eval.samples import group_by_problem, is_correct, load_samples, write_samples
+from rlvr.eval.summary import compare, summarize
+
+
+def row(pid: str = "p0", correct: bool = True, **kw: object) -> dict:
+    out = {
+        "problem_id": pid,
+        "completion": "so the answer is 4",
+        "answer": "4",
+        "reward": 1.0 if correct else 0.0,
+        "correct": correct,
+        "num_tokens": 6,
+        "mean_logp": -0.5,
+        "finish_reason": "eos",
+    }
+    out.update(kw)
+    return out
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_round_trip_and_atomic_write(tmp_path: Path) -> None:
+    rows = [row("a"), row("a", False, answer=None), row("b", mean_entropy=0.7, task="gsm8k")]
+    path = write_samples(tmp_path / "sub" / "samples.jsonl", rows)
+    assert load_samples(path) == rows
+    assert [p.name for p in path.parent.iterdir()] == ["samples.jsonl"]  # no temp file left
+    with pytest.raises(UserError, match="sample 1: field 'reward'"):
+        write_samples(path, [row(), row(reward="high")])
+    assert load_samples(path) == rows  # a failed write leaves the old file intact
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"problem_id": "a", "correct": true', "line 2: invalid JSON"),
+        ('["a", true]', "line 2: expected a JSON object"),
+        ('{"correct": true}', "line 2: missing field 'problem_id'"),
+        ('{"problem_id": "a", "answer": "4"}', "line 2: missing field 'correct'"),
+        ('{"problem_id": "a", "reward": "1.0"}', "line 2: field 'reward' must be a number"),
+        ('{"problem_id": "a", "reward": NaN}', "line 2: field 'reward' must be a finite number"),
+        ('{"problem_id": "a", "reward": true}', "line 2: field 'reward' must be a number"),
+        ('{"problem_id": 7, "correct": true}', "line 2: field 'problem_id' must be a string"),
+        ('{"problem_id": "a", "correct": "yes"}', "line 2: field 'correct' must be true or false"),
+        ('{"problem_id": "a", "correct": 1}', "line 2: field 'correct' must be true or false"),
+        ('{"problem_id": "a", "correct": true, "num_tokens": 3.5}', "line 2: field 'num_tokens'"),
+        ('{"problem_id": "a", "correct": true, "num_tokens": -1}', "line 2: field 'num_tokens'"),
+        ('{"problem_id": "a", "correct": true, "completion": null}', "line 2: field 'completion' is null"),
+    ],
+)
+def test_bad_lines_name_line_and_field(tmp_path: Path, line: str, match: str) -> None:
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(row()), line])
+    with pytest.raises(UserError, match=match):
+        load_samples(path)
+
+
+def test_empty_and_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="is empty"):
+        load_samples(write_lines(tmp_path / "e.jsonl", ["", "  "]))
+    with pytest.raises(UserError, match="does not exist"):
+        load_samples(tmp_path / "nope.jsonl")
+
+
+def test_correctness_rule() -> None:
+    assert is_correct({"correct": True, "reward": 0.0})
+    assert not is_correct({"correct": False, "reward": 1.0})
+    assert is_correct({"reward": 0.5}) and not is_correct({"reward": 0.0}) and not is_correct({"reward": -1})
+    assert is_correct({"correct": None, "reward": 2.0})
+
+
+def test_summarize_known_values() -> None:
+    # problem a: 2/4 correct, b: 0/4, c: 4/4 -> pass@1 = (0.5 + 0 + 1) / 3; pass@2 = (5/6 + 0 + 1) / 3
+    rows = [row("a", i < 2, mean_entropy=1.0, num_tokens=10) for i in range(4)]
+    rows += [row("b", False, answer=str(i), finish_reason="length") for i in range(4)]
+    rows += [row("c", True) for _ in range(4)]
+    out = summarize(rows)
+    assert out["n"] == 4 and out["problems"] == 3 and out["notes"] == []
+    assert list(out["pass_at_k"]) == ["1", "2", "4"]
+    assert out["pass_at_k"]["1"] == pytest.approx(0.5)
+    assert out["pass_at_k"]["2"] == pytest.approx((5 / 6 + 1) / 3)
+    assert out["pass_at_k"]["4"] == pytest.approx(2 / 3)
+    lo, hi = out["pass_at_k_ci"]["1"]
+    assert lo <= 0.5 <= hi
+    assert out["token_entropy"] == pytest.approx(1.0)
+    assert out["answer_entropy"] == pytest.approx(math.log(4) / 3)  # b has 4 distinct answers
+    assert out["finish_reasons"] == {"eos": 8, "length": 4}
+    assert out["mean_reward"] == pytest.approx(6 / 12)
+    assert out["accuracy_histogram"]["(0.4,0.5]"] == 1 and out["accuracy_histogram"]["1"] == 1
+    assert out["distinct_correct_answers"] == pytest.approx((1 + 0 + 1) / 3)
+
+
+def test_summarize_unequal_n_uses_minimum_and_says_so() -> None:
+    rows = [row("a", True)] * 2 + [row("b", False)] * 5
+    out = summarize(rows)
+    assert out["n"] == 2 and out["samples_per_problem"] == {"min": 2, "max": 5}
+    assert out["notes"] and "2..5" in out["notes"][0]
+    assert list(out["pass_at_k"]) == ["1", "2"]
+    with pytest.raises(UserError, match="ks must lie in 1..2"):
+        summarize(rows, ks=[4])
+
+
+def test_compare_uses_common_problems_only() -> None:
+    base = [row("a", i == 0) for i in range(4)] + [row("b", False)] * 4 + [row("x", True)] * 4
+    trained = [row("a", True)] * 4 + [row("b", i == 3) for i in range(4)] + [row("y", True)] * 4
+    out = compare(base, trained, perplexity_under_base={"trained": {"mean": 1.5}})
+    assert out["problems"] == {"common": 2, "base_only": 1, "trained_only": 1}
+    assert out["base"]["problems"] == 2 and out["trained"]["problems"] == 2
+    assert out["support"]["counts"] == {"preserved": 1, "shrunk": 0, "expanded": 1, "out_of_support": 0}
+    assert out["perplexity_under_base"] == {"trained": {"mean": 1.5}}
+    # trained: a 1.0, b 0.25 -> pass@1 0.625; base: a 0.25, b 0 -> 0.125; at k=4 trained 1.0 vs base 0.5
+    assert out["trained"]["pass_at_k"]["1"] == pytest.approx(0.625)
+    assert out["crossover_k"] is None
+    with pytest.raises(UserError, match="no problem_id appears in both"):
+        compare([row("x")], [row("y")])
+
+
+def test_group_by_problem_keeps_order() -> None:
+    groups = group_by_problem([row("b"), row("a"), row("b", False)])
+    assert list(groups) == ["b", "a"] and [r["correct"] for r in groups["b"]] == [True, False]

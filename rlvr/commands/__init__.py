@@ -6,7 +6,6 @@ COMMANDS = [
     "run",
     "pretrain",
     "train",
-    "sweep",
     "eval",
     "fit",
     "weights",

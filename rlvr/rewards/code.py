@@ -8,12 +8,17 @@ inherited file descriptors closed, a wall-clock timeout (the whole process group
 SIGKILLed), stdout+stderr read incrementally and cut at ``max_output`` bytes, and, set by
 the sandboxed interpreter itself before any user code runs, ``setrlimit`` limits on
 address space (``memory_mb``), CPU seconds (``cpu_s``), processes (``max_procs``), file
-size (``max_file_mb``), open files, and core dumps (0). When started as root, it drops to
-uid/gid 65534 (nobody) before user code runs, because Linux never applies RLIMIT_NPROC to
-root. Isolation backends, chosen at run time (``isolation="auto"``: first that works):
+size (``max_file_mb``), open files, and core dumps (0). (They are set there rather than in
+a ``preexec_fn`` because CPython documents preexec_fn as unsafe in threaded callers such as
+a TRL trainer or a Ray worker; the effect is the same: no user code runs unlimited.) When
+started as root, it drops to a fresh unprivileged uid/gid (random in [2^30, 2^30 + 2^24))
+before user code runs, because Linux never applies RLIMIT_NPROC to root, and so that the
+process limit counts only this run's processes. ``cpu_s`` is per process.
+Isolation backends, chosen at run time (``isolation="auto"``: first that works):
 
 - ``bwrap`` (bubblewrap) and ``unshare`` (util-linux + mount + chroot): new network
-  namespace (no interfaces: nothing, not even 127.0.0.1, is reachable), pid namespace
+  namespace (at most its own loopback: the network and the host's 127.0.0.1 services
+  are unreachable), pid namespace
   (the program sees only its own processes; when it ends all of them die), mount
   namespace with a fresh root holding only read-only binds of the system (/usr, /etc,
   /lib*, the interpreter's prefix), a private tmpfs as /sandbox (cwd) and /tmp, and a
@@ -29,8 +34,9 @@ What it does NOT protect against. It is not a security boundary against a determ
 attacker: kernel exploits, side channels and namespace escapes are out of scope; in the
 fallback, ``ctypes`` calls libc directly and bypasses the audit hook entirely (the
 filesystem is then readable and writable wherever the process's uid may, the network is
-reachable, and as root without a privilege drop the process limit does not apply); the
-fallback's process limit counts every process of the uid. tmpfs usage (at most
+reachable, and as root without a privilege drop (interpreter in a directory only root can
+enter, e.g. /root/.pyenv) the process limit does not apply); for a non-root caller the
+fallback's process limit counts every process of the caller's uid. tmpfs usage (at most
 ``4 * max_file_mb`` MB each for /sandbox and the root) is memory not counted by
 ``memory_mb``. The test harness of :func:`score_code` runs tests in the same interpreter
 as the solution, so a solution that introspects the harness's frames, or returns objects
@@ -68,9 +74,8 @@ REASONS = ("ok", "failed", "error", "incomplete", "timeout", "cpu_limit", "memor
            "crashed", "killed", "blocked", "sandbox_error")
 ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 BLOCKED_EXIT = 113  # exit status of the fallback audit guard
-NOBODY = 65534
+UID_BASE = 1 << 30  # sandboxed programs started by root run as UID_BASE + randbelow(2**24)
 _INNER_DIR = "/sandbox"
-_RESULT_FD = 3
 _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
 _LIMIT_KEYS = ("timeout_s", "memory_mb", "cpu_s", "max_output", "max_procs", "max_file_mb", "isolation")
 
@@ -107,7 +112,6 @@ if cfg["drop"]:
     except OSError:
         pass
     os.setgroups([]); os.setgid(cfg["drop"]); os.setuid(cfg["drop"])
-    os.environ["USER"] = "nobody"
 pid = os.fork()
 if pid:  # supervisor: report the exact wait status of the program, then leave
     os.close(3)
@@ -230,10 +234,9 @@ def _system_binds(python: str) -> tuple[list[str], list[tuple[str, str]]]:
     return dirs, links
 
 
-def _unshare_cmd(base: str, python: str, disk_mb: int) -> list[str]:
+def _unshare_cmd(base: str, python: str, disk_mb: int, uid: int) -> list[str]:
     dirs, links = _system_binds(python)
     root, q = os.path.join(base, "root"), shlex.quote
-    uid = 0 if os.geteuid() != 0 else NOBODY
     mount, chroot, setpriv = _tool("mount") or "mount", _tool("chroot") or "chroot", _tool("setpriv")
     lines = ["set -e", f"R={q(root)}", f"mount() {{ {q(mount)} \"$@\"; }}",
              f"mount -t tmpfs -o size={disk_mb}m,mode=755 rlvr-root \"$R\""]
@@ -256,13 +259,12 @@ def _unshare_cmd(base: str, python: str, disk_mb: int) -> list[str]:
             "--kill-child", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh"]
 
 
-def _bwrap_cmd(base: str, python: str, disk_mb: int) -> list[str]:
+def _bwrap_cmd(base: str, python: str, disk_mb: int, uid: int) -> list[str]:
     dirs, links = _system_binds(python)
     cmd = [_tool("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:  # no user namespace: keep just what the privilege drop needs
-        cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                "--cap-add", "CAP_CHOWN"]
+        cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-user"]
     for d in dirs:  # parents bwrap would create 0700, which nobody cannot enter
@@ -271,8 +273,9 @@ def _bwrap_cmd(base: str, python: str, disk_mb: int) -> list[str]:
         cmd += ["--ro-bind", d, d]
     for target, top in links:
         cmd += ["--symlink", target, top]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(disk_mb << 20), "--tmpfs", "/tmp",
-            "--perms", "0777", "--size", str(disk_mb << 20), "--tmpfs", _INNER_DIR,
+    size = str(disk_mb << 20)
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+            "--perms", "0777", "--size", size, "--tmpfs", _INNER_DIR,
             "--ro-bind", os.path.join(base, "main.py"), f"{_INNER_DIR}/main.py", "--chdir", _INNER_DIR, "--"]
     return cmd
 
@@ -375,11 +378,14 @@ def _pump(proc: subprocess.Popen, side: dict[str, int], timeout_s: float, cap: i
     while sel.get_map() and time.monotonic() < drain_until and killed != "output_limit":
         read_ready(0.05)
     sel.close()
-    _, status, rusage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        _, status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode, cpu = os.waitstatus_to_exitcode(status), rusage.ru_utime + rusage.ru_stime
+    except ChildProcessError:  # reaped elsewhere (a blanket os.wait() in the caller)
+        proc.returncode, cpu = -signal.SIGKILL, 0.0
     out, err = bytes(bufs[out_fd][:cap]), bytes(bufs[err_fd][: max(0, cap - len(bufs[out_fd]))])
     io = {"stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"),
-          "cpu_s": rusage.ru_utime + rusage.ru_stime}
+          "cpu_s": cpu}
     io.update({name: bytes(bufs[fd]) for name, fd in side.items()})
     return io, killed
 
@@ -390,7 +396,7 @@ def _classify(rc: int, killed: str | None, io: dict, cpu_limit: float, harness: 
         return killed
     if rc < 0:
         sig = -rc
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and io["cpu_s"] >= 0.9 * cpu_limit):
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and io["cpu_s"] >= 0.8 * cpu_limit):
             return "cpu_limit"
         return "crashed" if sig in _CRASH_SIGNALS else "killed"
     if rc == BLOCKED_EXIT and "sandbox: blocked" in io["stderr"]:
@@ -409,23 +415,25 @@ def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, 
     """argv and environment that run ``base``/main.py under ``isolation``."""
     python, root_user = _interpreter(), os.geteuid() == 0
     disk_mb, cpu = 4 * limits["max_file_mb"], math.ceil(limits["cpu_s"])
-    if isolation == "none":
+    uid = UID_BASE + secrets.randbelow(1 << 24) if root_user else 0
+    if isolation == "none":  # the interpreter must stay readable after the drop
         inner = os.path.join(base, "work")
         os.mkdir(inner, 0o700)
         shutil.move(os.path.join(base, "main.py"), os.path.join(inner, "main.py"))
-        wrap, drop = [], NOBODY if root_user and _world_traversable(python) else 0
+        wrap, drop = [], uid if _world_traversable(python) else 0
     else:
-        inner, drop = _INNER_DIR, NOBODY if root_user else 0
+        inner, drop = _INNER_DIR, uid
         os.mkdir(os.path.join(base, "root"), 0o755)
-        wrap = (_bwrap_cmd if isolation == "bwrap" else _unshare_cmd)(base, python, disk_mb)
+        wrap = (_bwrap_cmd if isolation == "bwrap" else _unshare_cmd)(base, python, disk_mb, uid)
     rlimits = {"RLIMIT_AS": [limits["memory_mb"] << 20] * 2, "RLIMIT_CPU": [cpu, cpu + 1],
                "RLIMIT_NPROC": [limits["max_procs"]] * 2, "RLIMIT_FSIZE": [limits["max_file_mb"] << 20] * 2,
                "RLIMIT_CORE": [0, 0], "RLIMIT_NOFILE": [256, 256]}
-    cfg = {"dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none", "fds": list(fds),
+    cfg = {"run": base, "dir": inner, "limits": rlimits,  # "run": lets ps/tests tell runs apart "drop": drop, "guard": isolation == "none", "fds": list(fds),
            "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
     child = [python, "-I", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]
     argv = [_tool("sh") or "/bin/sh", "-c", 'ulimit -c 0; umask 022; exec "$@"', "sh", *wrap, *child]
-    env = {"PATH": "/usr/bin:/bin", "HOME": inner, "TMPDIR": "/tmp" if wrap else inner, "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": inner, "TMPDIR": "/tmp" if wrap else inner, "LANG": "C.UTF-8",
+           "USER": "sandbox", "LOGNAME": "sandbox"}
     return argv, env
 
 
@@ -454,6 +462,10 @@ def _run(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None 
         try:
             io, killed = _pump(proc, {"result": pipes[0][0], "status": pipes[1][0]}, limits["timeout_s"],
                                limits["max_output"])
+        except BaseException:  # KeyboardInterrupt while waiting: leave nothing running
+            _killpg(proc.pid)
+            proc.wait()
+            raise
         finally:
             proc.stdout.close()
             proc.stderr.close()
@@ -517,6 +529,8 @@ def run_sandboxed(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, cp
 def _check_limits(*, timeout_s: float = 5.0, memory_mb: int = 512, cpu_s: float | None = None,
                   max_output: int = 64_000, max_procs: int = 32, max_file_mb: int = 16) -> dict[str, Any]:
     """Validated limits, with ``cpu_s`` defaulting to ``timeout_s``."""
+    if sys.platform != "linux":
+        raise UserError(f"the code sandbox needs Linux (this is {sys.platform}); run code rewards on Linux")
     if timeout_s <= 0 or memory_mb < 32 or max_procs < 1 or max_file_mb < 1 or max_output < 0:
         raise UserError("sandbox limits out of range (need timeout_s > 0, memory_mb >= 32, max_procs >= 1, "
                         "max_file_mb >= 1, max_output >= 0); fix the arguments")

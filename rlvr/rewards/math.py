@@ -26,6 +26,8 @@ from math_verify import parse, verify
 from rlvr.tasks.base import Verdict
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
+_MAX_BOX_TRIES = 8  # unclosed boxes tried from the end before giving up (keeps extraction linear)
+MAX_ANSWER_CHARS = 1000  # longer extracted answers are "malformed" without being parsed
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
 _ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -58,7 +60,9 @@ def last_boxed(text: str) -> str | None:
     """Content of the last complete ``\\boxed{...}``/``\\fbox{...}`` (or ``\\boxed x``)."""
     starts = [(text.rfind(cmd), cmd) for cmd in _BOX_CMDS]
     pos, cmd = max(starts)
-    while pos >= 0:
+    for _ in range(_MAX_BOX_TRIES):
+        if pos < 0:
+            break
         j = pos + len(cmd)
         while j < len(text) and text[j] == " ":
             j += 1
@@ -172,11 +176,10 @@ def math_equal(pred: str, gold: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- verifiers
-def verify_math(completion: str, answer: str) -> Verdict:
-    """Math verifier: extracted final answer vs ``answer`` via math-verify (reward 1/0)."""
-    pred = extract_answer(completion)
-    if pred is None:
-        return Verdict(0.0, "no_answer")
+def _math_verdict(pred: str, answer: str) -> Verdict:
+    """Verdict for an extracted ``pred`` by math-verify equivalence (never raises)."""
+    if len(pred) > MAX_ANSWER_CHARS:
+        return Verdict(0.0, "malformed", pred[:MAX_ANSWER_CHARS])
     try:
         if math_equal(pred, answer):
             return Verdict(1.0, "right", pred)
@@ -184,6 +187,12 @@ def verify_math(completion: str, answer: str) -> Verdict:
     except Exception:  # noqa: BLE001 - model output must never crash scoring
         status = "malformed"
     return Verdict(0.0, status, pred)
+
+
+def verify_math(completion: str, answer: str) -> Verdict:
+    """Math verifier: extracted final answer vs ``answer`` via math-verify (reward 1/0)."""
+    pred = extract_answer(completion)
+    return Verdict(0.0, "no_answer") if pred is None else _math_verdict(pred, answer)
 
 
 def verify_numeric(completion: str, answer: str, fallback_math: bool = True) -> Verdict:
@@ -195,18 +204,12 @@ def verify_numeric(completion: str, answer: str, fallback_math: bool = True) -> 
     pred = extract_answer(completion)
     if pred is None:
         return Verdict(0.0, "no_answer")
-    same = numbers_equal(pred, answer)
+    same = numbers_equal(pred, answer) if len(pred) <= MAX_ANSWER_CHARS else None
     if same is not None:
         return Verdict(float(same), "right" if same else "wrong", pred)
     if not fallback_math:
-        return Verdict(0.0, "malformed", pred)
-    try:
-        if math_equal(pred, answer):
-            return Verdict(1.0, "right", pred)
-        status = "wrong" if parse_math(pred) else "malformed"
-    except Exception:  # noqa: BLE001
-        status = "malformed"
-    return Verdict(0.0, status, pred)
+        return Verdict(0.0, "malformed", pred[:MAX_ANSWER_CHARS])
+    return _math_verdict(pred, answer)
 
 
 def verify_exact(completion: str, answer: str) -> Verdict:

@@ -22,6 +22,11 @@ TASKS: dict[str, Factory] = {
     "arithmetic": "rlvr.tasks.arithmetic:ArithmeticTask",
     "countdown": "rlvr.tasks.countdown:CountdownTask",
     "strings": "rlvr.tasks.strings:StringsTask",
+    "gsm8k": "rlvr.tasks.gsm8k:GSM8KTask",
+    "math500": "rlvr.tasks.math500:Math500Task",
+    "jsonl": "rlvr.tasks.jsonl:JsonlTask",
+    "docrecon": "rlvr.tasks.docrecon:DocReconTask",
+    "reasoning_gym": "rlvr.tasks.reasoning_gym:ReasoningGymTask",
 }
 
 

@@ -27,7 +27,8 @@ SECRET = "s3cr3t-" + "7f1c2a"  # not spelled out in any attack program
 _BOOT_MARK = "cfg = json.loads(sys.argv[1])"  # in the cmdline of every sandboxed process
 
 
-def _sandbox_pids() -> list[int]:
+def _sandbox_pids(run_root: Path) -> list[int]:
+    """Sandboxed processes of runs created under ``run_root`` (their cmdline names the run dir)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -35,7 +36,7 @@ def _sandbox_pids() -> list[int]:
                 cmdline = Path("/proc", entry, "cmdline").read_bytes()
             except OSError:
                 continue
-            if _BOOT_MARK.encode() in cmdline:
+            if _BOOT_MARK.encode() in cmdline and str(run_root).encode() in cmdline:
                 pids.append(int(entry))
     return pids
 
@@ -62,9 +63,9 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     before = _snapshot(tmp_path)
     yield tmp_path
     deadline = time.monotonic() + 3
-    while _sandbox_pids() and time.monotonic() < deadline:
+    while _sandbox_pids(sandboxes) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _sandbox_pids() == [], "a sandboxed process outlived its run"
+    assert _sandbox_pids(sandboxes) == [], "a sandboxed process outlived its run"
     assert list(sandboxes.iterdir()) == [], "the private temp dir was not deleted"
     assert _snapshot(tmp_path) == before, "the host tree changed"
 
@@ -85,20 +86,22 @@ def _attack(name: str, host: Path, port: int = 0, pid: int = 0) -> tuple[str, di
         "fork_bomb": ("import os\nwhile True:\n    os.fork()", {"max_procs": 8, "timeout_s": 3}),
         "alloc_10gb": ("x = bytearray(10 * 1024**3)", {}),
         "infinite_loop": ("while True:\n    pass", {"cpu_s": 1, "timeout_s": 10}),
-        "sleep": ("import time\ntime.sleep(60)", {"timeout_s": 1}),
-        "print_1gb": ("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)",
-                      {"max_output": 64_000, "timeout_s": 10}),
+        "sleep": ("import time\ntime.sleep(60)", {"timeout_s": 0.7}),
+        "print_1gb": ("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n"
+                      "    sys.stdout.write(chunk)", {"max_output": 64_000, "timeout_s": 10}),
         "subprocess": ("import subprocess\n"
                        f"r = subprocess.run(['/bin/sh', '-c', 'cat {secret}; echo x > {victim}/sub.txt'], "
-                       "capture_output=True, text=True)\nprint(r.stdout)\nassert r.returncode == 0, r.stderr", {}),
+                       "capture_output=True, text=True)\nprint(r.stdout)\n"
+                       "assert r.returncode == 0, r.stderr", {}),
         "chdir_up_write": ("import os\nwrote = 0\nfor _ in range(8):\n    os.chdir('..')\n    try:\n"
                            "        open('pwned_up.txt', 'w').write('x'); wrote += 1\n"
                            "    except OSError as e:\n        print('denied', e)\nprint('wrote', wrote)", {}),
         "segfault": ("import ctypes\nctypes.string_at(0)", {}),
-        "delete_files": (f"import os, shutil\nos.remove({victim + '/keep.txt'!r})\nshutil.rmtree({victim!r})", {}),
+        "delete_files": (f"import os, shutil\nos.remove({victim + '/keep.txt'!r})\n"
+                         f"shutil.rmtree({victim!r})", {}),
         "kill_host_process": (f"import os, signal\nos.kill({pid}, signal.SIGKILL)", {}),
         "daemonize": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n"
-                      "time.sleep(30)", {"timeout_s": 1}),
+                      "time.sleep(30)", {"timeout_s": 0.7}),
     }
     return programs[name]
 
@@ -155,7 +158,7 @@ def test_attack_is_contained(name: str, backend: str, host: Path) -> None:
     if name == "sleep":
         assert r.wall_s < 3
     if name == "infinite_loop":
-        assert r.cpu_s >= 0.9 and r.wall_s < 8
+        assert 0.5 <= r.cpu_s <= 2.5 and r.wall_s < 8, (r.cpu_s, r.wall_s, r.returncode)
     if name == "print_1gb":
         assert len(r.stdout) <= 64_000 and r.wall_s < 5
     if name == "segfault":
@@ -178,12 +181,13 @@ def test_isolated_view_of_the_machine(backend: str, host: Path, monkeypatch: pyt
     assert "home" not in seen["root"] and "work" not in seen["root"]
     assert len(seen["pids"]) <= 3  # its own pid namespace: bwrap init, supervisor, program
     if os.geteuid() == 0:
-        assert seen["uid"] == sbx.NOBODY
+        assert sbx.UID_BASE <= seen["uid"] < sbx.UID_BASE + (1 << 24)
 
 
 def test_fallback_environment_is_minimal(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLVR_HOST_TOKEN", "tok-" + "91ab")
-    r = run_sandboxed("import os\nprint(sorted(os.environ), os.getcwd() == os.environ['HOME'])", isolation="none")
+    code = "import os\nprint(sorted(os.environ), os.getcwd() == os.environ['HOME'])"
+    r = run_sandboxed(code, isolation="none")
     assert r.reason == "ok" and "RLVR_HOST_TOKEN" not in r.stdout and r.stdout.strip().endswith("True")
 
 
@@ -203,20 +207,24 @@ ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2
     ("def add(a, b):\n    return a + b\n", 1.0, 1.0, "ok"),  # no fence: the whole text is code
     ("```python\ndef add(a, b) return\n```", 0.0, 0.0, "failed"),  # syntax error
     ("```python\nimport os\ndef add(a, b):\n    return 0\nos._exit(0)\n```", 0.0, 0.0, "incomplete"),
-    ("```python\nimport os\nos.write(3, b'{\"nonce\": \"x\", \"passed\": 3, \"total\": 3}')\nprint('3/3 passed')\n"
-     "def add(a, b):\n    return 7\n```", 0.0, 0.0, "failed"),  # forged report without the nonce
+    # a forged report without the nonce, and a fake success message
+    ("```python\nimport os\nos.write(3, b'{\"nonce\": \"x\", \"passed\": 3, \"total\": 3}')\n"
+     "print('3/3 passed')\ndef add(a, b):\n    return 7\n```", 0.0, 0.0, "failed"),
     ("```python\nimport sys\ndef add(a, b):\n    return a + b\nsys.exit(0)\n```", 1.0, 1.0, "ok"),
     ("```python\ndef add(a, b):\n    while True:\n        pass\n```", 0.0, 0.0, "cpu_limit"),
 ])
 def test_score_code(completion: str, reward: float, partial: float, reason: str) -> None:
     got, res = score_code(completion, ADD_TESTS, cpu_s=1, timeout_s=5)
     assert (got, res.reason) == (reward, reason), res.stderr[-500:]
-    got_partial, _ = score_code(completion, ADD_TESTS, partial=True, cpu_s=1, timeout_s=5)
-    assert got_partial == pytest.approx(partial, abs=1e-12)
+    assert (res.tests_passed or 0) == round(partial * 3)
+    if 0 < partial < 1:  # the partial-credit path itself
+        got_partial, _ = score_code(completion, ADD_TESTS, partial=True, cpu_s=1, timeout_s=5)
+        assert got_partial == pytest.approx(partial, abs=1e-12)
 
 
 def test_score_code_single_string_is_one_test_and_main_block_skipped() -> None:
-    sol = "```python\ndef f(x):\n    return 2 * x\nif __name__ == '__main__':\n    print(f(int(input())))\n```"
+    sol = ("```python\ndef f(x):\n    return 2 * x\n"
+           "if __name__ == '__main__':\n    print(f(int(input())))\n```")
     reward, res = score_code(sol, "assert f(2) == 4\nassert f(3) == 6")
     assert (reward, res.tests_passed, res.tests_total) == (1.0, 1, 1)
     reward, res = score_code(sol, "assert f(2) == 4\nassert f(3) == 7", partial=True)
@@ -234,8 +242,8 @@ def test_extract_code() -> None:
 def test_code_reward_trl_signature() -> None:
     good = "```python\ndef add(a, b):\n    return a + b\n```"
     bad = [{"role": "assistant", "content": "```python\ndef add(a, b):\n    return a * b\n```"}]
-    out = code_reward(["p1", "p2", "p3"], [good, bad, good], tests=[ADD_TESTS, ADD_TESTS, ["assert add(0, 0) == 1"]],
-                      answer=["unused"] * 3)
+    tests = [ADD_TESTS, ADD_TESTS, ["assert add(0, 0) == 1"]]
+    out = code_reward(["p1", "p2", "p3"], [good, bad, good], tests=tests, answer=["unused"] * 3)
     assert out == [1.0, 0.0, 0.0]
     with pytest.raises(UserError, match="one tests entry per completion"):
         code_reward(["p"], [good], tests=[])

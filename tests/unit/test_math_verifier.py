@@ -234,3 +234,16 @@ def test_pathological_input_times_out_from_a_thread() -> None:
     assert rewards == [-1.0, 1.0]
     assert stats["timeouts"] == 1 and stats["exceptions"] == 0
     assert out["wall"] < 10
+
+
+def test_huge_outputs_are_fast_and_never_raise() -> None:
+    cases = [
+        "\\boxed{" * 20_000,
+        "x" * 100_000 + "\\boxed{1}",
+        "\\boxed{" + "1+" * 50_000 + "1}",
+        "#### " * 20_000,
+    ]
+    t0 = time.perf_counter()
+    statuses = [verify_math(c, "1").status for c in cases]
+    assert statuses == ["no_answer", "right", "malformed", "malformed"]
+    assert time.perf_counter() - t0 < 1.0

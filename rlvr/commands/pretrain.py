@@ -1,0 +1,35 @@
+"""``rlvr pretrain``: train the tiny base model from scratch (milestone checkpoints)."""
+
+from __future__ import annotations
+
+HELP = "Pretrain the tiny base model from scratch on the synthetic corpus."
+EPILOG = """examples:
+  rlvr pretrain                                  # the default base, cached for `rlvr run`
+  rlvr pretrain quickstart pretrain.tokens=500000 --out runs/base-small
+  rlvr pretrain pretrain.milestones=[0.1,0.25,0.5,1.0] --out runs/base
+output: DIR/milestone_<frac>/ checkpoints, DIR/final/, DIR/metrics.jsonl, DIR/pretrain.json
+"""
+
+
+def add_arguments(p) -> None:
+    from rlvr.commands._common import add_config_args
+
+    add_config_args(p, "quickstart")
+    p.add_argument("--out", help="output directory (default: the cache used by `rlvr run`)")
+
+
+def run(args) -> int:
+    from rlvr.commands._common import progress_mode, split_config_and_overrides
+    from rlvr.config import load_config
+    from rlvr.train.pretrain import base_model, pretrain
+
+    path, over = split_config_and_overrides(args)
+    cfg = load_config(path, over)
+    mode = progress_mode(args) or cfg.log.progress
+    if cfg.model.kind != "tiny":
+        from rlvr.errors import UserError
+
+        raise UserError("rlvr pretrain trains the tiny model only; set model.kind=tiny")
+    final = pretrain(cfg.model, cfg.pretrain, args.out, mode) if args.out else base_model(cfg.model, cfg.pretrain, mode)
+    print(final)
+    return 0

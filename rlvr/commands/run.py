@@ -1,0 +1,77 @@
+"""``rlvr run``: the main job. Pretrain (or reuse) the tiny base, run the quickstart
+recipe, evaluate base vs trained on the held-out split, write the report."""
+
+from __future__ import annotations
+
+HELP = "The main job: base model -> quickstart RL -> base-vs-trained evaluation -> report."
+EPILOG = """examples:
+  rlvr run                                  # the embedded default: tiny model, arithmetic task
+  rlvr run train.steps=30 train.seed=1      # any override of the quickstart recipe
+  rlvr run scalerl                          # another recipe through the same pipeline
+output: RUN/ with config.yaml, metrics.jsonl, checkpoints/, eval.json, samples.jsonl,
+        base_samples.jsonl, plots/, report.html; a summary table on stdout
+"""
+
+
+def add_arguments(p) -> None:
+    from rlvr.commands._common import add_config_args
+
+    add_config_args(p, "quickstart")
+    p.add_argument("--run-dir", help="write the run here instead of train.out_dir/<name>-<time>")
+
+
+def run(args) -> int:
+    import time
+
+    from rlvr.commands._common import progress_mode, split_config_and_overrides
+    from rlvr.config import load_config
+    from rlvr.eval.runner import evaluate_pair
+    from rlvr.train.checkpoint import latest_good_checkpoint
+    from rlvr.train.loop import train
+    from rlvr.train.pretrain import base_model
+
+    t0 = time.time()
+    path, over = split_config_and_overrides(args)
+    cfg = load_config(path or "quickstart", over)
+    mode = progress_mode(args) or cfg.log.progress
+    base = cfg.model.init_from or str(base_model(cfg.model, cfg.pretrain, mode))
+    t_base = time.time() - t0
+    run_dir = train(cfg, run_dir=args.run_dir, progress=mode)
+    t_train = time.time() - t0 - t_base
+    trained = latest_good_checkpoint(run_dir)
+    result = evaluate_pair(cfg, base, trained, run_dir)
+    report = None
+    try:
+        from rlvr.report.html import write_report
+
+        report = write_report([run_dir], run_dir / "report.html")
+    except ImportError:
+        pass
+    print_summary(result, run_dir, report, {"base model": t_base, "RL": t_train, "total": time.time() - t0})
+    return 0
+
+
+def print_summary(result: dict, run_dir, report, times: dict) -> None:
+    b, t = result["base"], result["trained"]
+    ks = sorted(set(b["pass_at_k"]) & set(t["pass_at_k"]), key=int)
+    print(f"\nrun: {run_dir}")
+    print(f"held-out problems: {b['problems']}, samples per problem: {b['n']}")
+    print(f"{'metric':22s} {'base':>8s} {'trained':>8s} {'delta':>8s}")
+    for k in ks:
+        print(f"{'pass@' + k:22s} {b['pass_at_k'][k]:8.3f} {t['pass_at_k'][k]:8.3f} "
+              f"{t['pass_at_k'][k] - b['pass_at_k'][k]:+8.3f}")
+    for key in ("token_entropy", "answer_entropy", "mean_num_tokens"):
+        if b.get(key) is not None and t.get(key) is not None:
+            print(f"{key:22s} {b[key]:8.3f} {t[key]:8.3f} {t[key] - b[key]:+8.3f}")
+    s = result.get("support", {})
+    if s:
+        c = s.get("counts", {})
+        print("support: " + ", ".join(f"{k}={v}" for k, v in c.items()))
+    if result.get("crossover_k") is not None:
+        print(f"crossover k (base overtakes trained): {result['crossover_k']}")
+    for name, r in result.get("retention", {}).get("trained", {}).items():
+        rb = result["retention"]["base"][name]
+        print(f"retention {name:12s} accuracy {rb['accuracy']:.3f} -> {r['accuracy']:.3f}")
+    print("time: " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
+    if report:
+        print(f"report: {report}")

@@ -1,0 +1,53 @@
+"""``rlvr train``: run any recipe; resume a run; compare loss variants on one budget."""
+
+from __future__ import annotations
+
+HELP = "Run an RL recipe (YAML + overrides), resume a run, or sweep loss variants."
+EPILOG = """examples:
+  rlvr train grpo                                   # a built-in recipe: grpo dapo scalerl quickstart
+  rlvr train configs/dapo.yaml train.steps=100 loss.eps_high=0.3
+  rlvr train --resume runs/quickstart-20261202-101500
+  rlvr train --resume runs/quickstart-20261202-101500 --steps 200
+  rlvr train quickstart --variants grpo,dapo,cispo,gspo,wapo --seeds 0,1,2
+output: RUN/config.yaml, RUN/metrics.jsonl, RUN/checkpoints/step_*/ ; a sweep writes sweep.json
+"""
+
+
+def add_arguments(p) -> None:
+    from rlvr.commands._common import add_config_args
+
+    add_config_args(p, "quickstart")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last good checkpoint")
+    p.add_argument("--steps", type=int, help="with --resume: new total number of steps")
+    p.add_argument("--run-dir", help="write the run here instead of train.out_dir/<name>-<time>")
+    p.add_argument("--variants", help="comma-separated loss names: one run each on the same budget")
+    p.add_argument("--seeds", default="0", help="with --variants: comma-separated seeds (default 0)")
+
+
+def run(args) -> int:
+    from rlvr.commands._common import progress_mode, split_config_and_overrides
+    from rlvr.config import load_config
+    from rlvr.errors import UserError
+    from rlvr.train.loop import train
+
+    mode = progress_mode(args)
+    if args.resume:
+        run_dir = train(resume=args.resume, progress=mode, extra_steps=args.steps)
+        print(run_dir)
+        return 0
+    if args.steps is not None:
+        raise UserError("--steps goes with --resume; for a new run use train.steps=N")
+    path, over = split_config_and_overrides(args)
+    if args.variants:
+        from rlvr.train.sweep import print_sweep, sweep_variants
+
+        try:
+            seeds = [int(s) for s in args.seeds.split(",")]
+        except ValueError:
+            raise UserError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+        result = sweep_variants(path, over, args.variants.split(","), seeds, mode)
+        print_sweep(result)
+        return 0
+    cfg = load_config(path, over)
+    print(train(cfg, run_dir=args.run_dir, progress=mode))
+    return 0

@@ -1,0 +1,106 @@
+"""Sampling a model for evaluation, and scoring texts under another model.
+
+Rows follow the ``samples.jsonl`` schema (see :mod:`rlvr.eval.samples`), with
+``prompt`` added so that any model can re-score them (perplexity under the base).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rlvr.config import SamplingConfig
+from rlvr.rollout.engine import sample, sample_params, verify_all
+from rlvr.types import RolloutBatch
+
+
+def samples_for(model, tok, task, problems, n: int, sampling: SamplingConfig, seed: int,
+                batch_size: int = 512) -> list[dict]:
+    """n completions per problem -> samples.jsonl rows (verified)."""
+    params = sample_params(sampling, tok)
+    gen = torch.Generator().manual_seed(seed)
+    rows_p = [p for p in problems for _ in range(n)]
+    rb = sample(model, tok, [p.prompt for p in rows_p], params, generator=gen, batch_size=batch_size)
+    verdicts = verify_all(task, rb.texts, rows_p)
+    return rows_from(rb, verdicts, rows_p, getattr(task, "name", ""))
+
+
+def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict]:
+    n_tok = rb.lengths.tolist()
+    logp_sum = (rb.behaviour_logp * rb.completion_mask).sum(-1).tolist()
+    ent_sum = (rb.entropy * rb.completion_mask).sum(-1).tolist()
+    out = []
+    for i, (v, p) in enumerate(zip(verdicts, problems)):
+        k = max(1, n_tok[i])
+        out.append({
+            "problem_id": p.id, "prompt": p.prompt, "completion": rb.texts[i],
+            "answer": v.answer if v.status in ("right", "wrong") else None, "reward": float(v.reward),
+            "correct": bool(v.correct), "status": v.status, "num_tokens": int(n_tok[i]),
+            "mean_logp": logp_sum[i] / k, "mean_entropy": ent_sum[i] / k,
+            "finish_reason": rb.finish_reason[i], "task": task_name,
+        })
+    return out
+
+
+@torch.no_grad()
+def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256) -> list[float]:
+    """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded)."""
+    from rlvr.train.logprobs import completion_logits, token_logprobs
+
+    model.eval()
+    out: list[float] = []
+    for s in range(0, len(prompts), batch_size):
+        ids_p, mask_p = tok.batch_encode_left(prompts[s : s + batch_size])
+        comp = [tok.encode(c) for c in completions[s : s + batch_size]]
+        width = max(1, max(len(c) for c in comp))
+        ids_c = torch.full((len(comp), width), tok.pad_id, dtype=torch.long)
+        mask_c = torch.zeros((len(comp), width), dtype=torch.bool)
+        for i, c in enumerate(comp):
+            ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            mask_c[i, : len(c)] = True
+        ids, mask = torch.cat([ids_p, ids_c], 1), torch.cat([mask_p, mask_c], 1)
+        logp, _ = token_logprobs(completion_logits(model, ids, mask, ids_p.shape[1]), ids_c)
+        n = mask_c.sum(-1).clamp(min=1)
+        out.extend(((logp * mask_c).sum(-1) / n).tolist())
+    return out
+
+
+def perplexity_stats(mean_logps: list[float]) -> dict:
+    """Summary of per-sample perplexities exp(-mean logp): mean, median, quartiles."""
+    import numpy as np
+
+    ppl = np.exp(-np.asarray(mean_logps, dtype=np.float64))
+    if ppl.size == 0:
+        return {"count": 0}
+    q = np.quantile(ppl, [0.25, 0.5, 0.75])
+    return {"count": int(ppl.size), "mean": float(ppl.mean()), "p25": float(q[0]), "median": float(q[1]),
+            "p75": float(q[2]), "mean_logp": float(np.mean(mean_logps)),
+            "histogram": np.histogram(np.log(ppl), bins=10)[0].tolist()}
+
+
+def perplexity_of_rows(model, tok, rows: list[dict]) -> dict:
+    """Perplexity under ``model`` of each row's completion (rows need ``prompt``)."""
+    if not rows or "prompt" not in rows[0]:
+        return {"count": 0, "note": "rows have no 'prompt' field; perplexity needs the prompts"}
+    lp = mean_logp_under(model, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows])
+    return perplexity_stats([x for x in lp if math.isfinite(x)])
+
+
+def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problems: int,
+                     temperature: float, top_p: float, seed: int) -> list[dict]:
+    """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``."""
+    from rlvr.model.io import load_policy
+    from rlvr.tasks.registry import get_task
+
+    model, tok = load_policy(checkpoint)
+    t = get_task(task)
+    problems = t.problems(split, num_problems)
+    return samples_for(model, tok, t, problems, n, SamplingConfig(temperature=temperature, top_p=top_p), seed)
+
+
+def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:
+    from rlvr.model.io import load_policy
+
+    model, tok = load_policy(base_checkpoint)
+    return perplexity_of_rows(model, tok, rows)

@@ -1,0 +1,383 @@
+"""Hugging Face causal LMs behind the policy interface of :class:`rlvr.model.tiny.TinyGPT`.
+
+``load_hf_policy(path)`` wraps any ``AutoModelForCausalLM`` + ``AutoTokenizer`` (local directory or
+hub name) as :class:`HFPolicy` + :class:`HFTokenizer`, so that the KV-cache sampler, the trainer,
+checkpoints and evaluation work unchanged. Shapes: B batch, T new positions, S = cached + T keys,
+D width, V vocab.
+
+``model.path: tiny-hf:llama`` (or ``tiny-hf:qwen2``) names a tiny random model with a locally
+trained byte-level tokenizer, built on first use into ``<cache>/hf-tiny/<arch>`` (no download);
+``python -m rlvr.model.hf build-tiny OUT`` builds one into any directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from rlvr.config import ModelConfig
+from rlvr.errors import UserError
+
+TINY_PREFIX = "tiny-hf:"
+SIDECAR = "rlvr_hf.json"  # ModelConfig fields a checkpoint must be re-loaded with
+LORA_FILE = "lora_adapter.safetensors"  # LoRA weights (resume); model.safetensors holds the merged model
+SAVED_FIELDS = ("fp32_logits", "dtype", "chat_template")
+
+
+class HFCache:
+    """A transformers ``DynamicCache`` plus the key mask (B, t_max) bool the sampler fills."""
+
+    def __init__(self, kv, batch: int, t_max: int, device):
+        self.kv = kv
+        self.key_mask = torch.zeros((batch, t_max), dtype=torch.bool, device=device)
+        self.length = 0
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only ``rows`` (B',) of the batch (drop finished samples)."""
+        rows = rows.to(self.key_mask.device)
+        self.kv.batch_select_indices(rows)
+        self.key_mask = self.key_mask[rows]
+
+
+class HFPolicy(nn.Module):
+    """An HF causal LM with TinyGPT's interface (``hidden``/``logits``/``forward``/``new_cache``).
+
+    Master weights are float32 (``model.dtype=bfloat16`` autocasts the compute), except the frozen
+    base of a LoRA model, which is kept in bfloat16 then. ``cfg`` is the ModelConfig with
+    ``tie_weights`` read from the HF config.
+    """
+
+    def __init__(self, causal_lm: nn.Module, cfg: ModelConfig):
+        super().__init__()
+        hf_cfg = causal_lm.config
+        self.cfg = dataclasses.replace(cfg, kind="hf", tie_weights=bool(getattr(hf_cfg, "tie_word_embeddings", False)))
+        if cfg.gradient_checkpointing:
+            causal_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.lora = cfg.lora_r > 0
+        if self.lora:
+            causal_lm = _with_lora(causal_lm, cfg.lora_r)
+        self.hf = causal_lm  # a PeftModel when LoRA is on
+        self.lm = causal_lm.get_base_model() if self.lora else causal_lm  # the plain causal LM
+        self.decoder = self.lm.get_decoder()
+        self.lm_head = self.lm.get_output_embeddings()
+        self.softcap = getattr(hf_cfg, "final_logit_softcapping", None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm_head.weight.device
+
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16")
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self) -> int:
+        """Forward FLOPs per token (2 x matmul parameters; the embedding lookup is free)."""
+        embed = self.lm.get_input_embeddings().weight.numel()
+        return 2 * (self.num_params() - (0 if self.cfg.tie_weights else embed))
+
+    def hidden(self, ids, key_mask=None, cache: HFCache | None = None) -> torch.Tensor:
+        """ids (B, T) -> final-normed hidden states (B, T, D).
+
+        key_mask: None (plain causal, positions 0..T-1) or (B, S) bool over all keys including cached
+        ones (S = cache.length + T). Position ids are cumsum(key_mask) - 1, so left padding does not
+        change outputs.
+        """
+        B, T = ids.shape
+        ids = ids.to(self.device)
+        s = cache.length if cache is not None else 0
+        if key_mask is None:
+            pos, attn = torch.arange(s, s + T, device=ids.device).expand(B, T), None
+        else:
+            key_mask = key_mask.to(ids.device)
+            pos = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, s:]
+            attn = key_mask.long()
+        with self._autocast():
+            out = self.decoder(input_ids=ids, attention_mask=attn, position_ids=pos,
+                               past_key_values=cache.kv if cache is not None else None,
+                               use_cache=cache is not None)
+        if cache is not None:
+            cache.length += T
+        return out.last_hidden_state
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h (B, T, D) -> logits (B, T, V) float32; the projection itself in float32 when fp32_logits."""
+        w, b = self.lm_head.weight, getattr(self.lm_head, "bias", None)
+        if self.cfg.fp32_logits:
+            out = F.linear(h.float(), w.float(), None if b is None else b.float())
+        else:
+            with self._autocast():
+                out = self.lm_head(h).float()
+        if self.softcap:  # Gemma-2 style final logit soft-capping
+            out = torch.tanh(out / self.softcap) * self.softcap
+        return out
+
+    def forward(self, ids, key_mask=None, cache=None):
+        """ids (B, T), key_mask (B, S) bool or None -> logits (B, T, V) float32."""
+        return self.logits(self.hidden(ids, key_mask, cache))
+
+    def new_cache(self, batch: int, t_max: int) -> HFCache:
+        from transformers import DynamicCache
+
+        return HFCache(DynamicCache(config=self.lm.config), batch, t_max, self.device)
+
+    # --------------------------------------------------------------- weights and io
+    def merged_state(self) -> dict[str, torch.Tensor]:
+        """The plain HF state dict (LoRA deltas merged in, no peft key names): what a checkpoint's
+        ``model.safetensors`` holds and what an inference engine loads."""
+        sd = self.lm.state_dict()
+        if not self.lora:
+            return sd
+        from peft.tuners.lora import LoraLayer
+
+        merged = {}
+        for name, mod in self.lm.named_modules():
+            if isinstance(mod, LoraLayer) and "default" in getattr(mod, "lora_A", {}):
+                base = mod.get_base_layer().weight
+                merged[f"{name}.weight"] = (base + mod.get_delta_weight("default").to(base.dtype)).detach()
+        out = {}
+        for k, v in sd.items():
+            if "lora_" in k:
+                continue
+            k = k.replace(".base_layer.", ".")
+            out[k] = merged.get(k, v)
+        return out
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """A plain HF model directory (loadable by transformers and vLLM) + the rlvr sidecar."""
+        d = Path(directory)
+        self.lm.save_pretrained(d, state_dict=self.merged_state(), max_shard_size="1000GB")
+        if self.lora:
+            from peft import get_peft_model_state_dict
+            from safetensors.torch import save_file
+
+            lora = {k: v.contiguous() for k, v in get_peft_model_state_dict(self.hf).items()}
+            save_file(lora, str(d / LORA_FILE))
+        (d / SIDECAR).write_text(json.dumps({k: getattr(self.cfg, k) for k in SAVED_FIELDS}))
+
+    def load_checkpoint(self, directory: str | Path) -> None:
+        """Load the weights of a directory written by :meth:`save_pretrained` into this model, in
+        place (the optimiser keeps its parameters): the LoRA adapter when LoRA is on, else all."""
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        if self.lora:
+            from peft import set_peft_model_state_dict
+
+            if not (d / LORA_FILE).exists():
+                raise UserError(f"{d}: no {LORA_FILE} (not a LoRA checkpoint); resume with model.lora_r=0")
+            set_peft_model_state_dict(self.hf, load_file(str(d / LORA_FILE)))
+            return
+        files = sorted(d.glob("model*.safetensors"))
+        if not files:
+            raise UserError(f"{d}: no model.safetensors inside; use an earlier checkpoint")
+        state = {k: v for f in files for k, v in load_file(str(f)).items()}
+        missing, unexpected = self.lm.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not (self.cfg.tie_weights and k.endswith("lm_head.weight"))]
+        if missing or unexpected:
+            raise UserError(f"{d}: weights do not fit this model (missing {missing[:3]}, unexpected "
+                            f"{unexpected[:3]}); resume with the model.path the run was started with")
+
+
+def _with_lora(causal_lm: nn.Module, r: int) -> nn.Module:
+    """LoRA (rank r, alpha 2r, no dropout) on every linear projection of attention and MLP."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise UserError("model.lora_r > 0 needs peft; pip install peft, or set model.lora_r=0") from None
+    conf = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.0, target_modules="all-linear", bias="none")
+    return get_peft_model(causal_lm, conf)
+
+
+class HFTokenizer:
+    """An HF tokenizer with CharTokenizer's interface. Prompts go through the chat template
+    (``[{"role": "user", "content": prompt}]`` + generation prompt) when ``chat`` is true and the
+    tokenizer has one; else they are encoded raw after BOS (if the tokenizer has a BOS token)."""
+
+    def __init__(self, tok, chat: bool = True):
+        self.tok = tok
+        self.chat = bool(chat and getattr(tok, "chat_template", None))
+        self.eos_id = tok.eos_token_id
+        if self.eos_id is None:
+            raise UserError("the tokenizer has no EOS token; use a model whose tokenizer defines eos_token")
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_id
+        self.bos_id = tok.bos_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tok)
+
+    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
+        ids = self.tok.encode(text, add_special_tokens=False)
+        return ([self.bos_id] if bos and self.bos_id is not None else []) + ids + ([self.eos_id] if eos else [])
+
+    def decode(self, ids, skip_special: bool = True) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """Token ids the model sees for one task prompt (chat template or BOS + raw text)."""
+        if self.chat:
+            text = self.tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                add_generation_prompt=True)
+            return self.tok.encode(text, add_special_tokens=False)
+        return self.encode(prompt, bos=True)
+
+    def batch_encode_left(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded prompts: ids (B, Tp) long, mask (B, Tp) bool."""
+        seqs = [self.prompt_ids(t) for t in texts]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.bool)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = True
+        return ids, mask
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        self.tok.save_pretrained(str(directory))
+
+
+# ----------------------------------------------------------------------------- loading
+def _saved_cfg(path: str) -> ModelConfig:
+    """ModelConfig for a directory loaded without a run config (evaluation of a checkpoint)."""
+    side = Path(path) / SIDECAR
+    extra = json.loads(side.read_text()) if side.exists() else {}
+    return ModelConfig(kind="hf", path=path, **{k: extra[k] for k in SAVED_FIELDS if k in extra})
+
+
+def _source(path_or_name: str) -> tuple[str, dict]:
+    """(what from_pretrained gets, its kwargs): a local directory, a tiny-hf build, or a hub name."""
+    if path_or_name.startswith(TINY_PREFIX):
+        return str(tiny_hf_path(path_or_name[len(TINY_PREFIX):])), {}
+    p = Path(path_or_name).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").exists():
+            raise UserError(f"{p}: no config.json inside; pass an HF model directory or a hub name")
+        return str(p), {}
+    if p.exists() or path_or_name.startswith(("/", ".", "~")) or path_or_name.count("/") > 1:
+        raise UserError(f"{path_or_name}: model directory not found; pass an existing HF model directory, "
+                        f"a hub name like Qwen/Qwen2.5-0.5B-Instruct, or {TINY_PREFIX}llama")
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "false", "")
+    return path_or_name, {"local_files_only": True} if offline else {}
+
+
+def load_hf_policy(path_or_name: str, model_cfg: ModelConfig | None = None) -> tuple[HFPolicy, HFTokenizer]:
+    """-> (HFPolicy, HFTokenizer) from a local HF directory, a hub name (when the hub is reachable or
+    the model is in the local HF cache) or ``tiny-hf:<arch>``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src, kw = _source(path_or_name)
+    cfg = model_cfg or _saved_cfg(src)
+    dtype = torch.bfloat16 if cfg.dtype == "bfloat16" and cfg.lora_r > 0 else torch.float32
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kw)
+        tok = AutoTokenizer.from_pretrained(src, **kw)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot load HF model {path_or_name!r} ({first[:200]}); download it where the hub "
+                        "is reachable (`hf download NAME --local-dir DIR`) and set model.path=DIR") from None
+    return HFPolicy(lm, cfg), HFTokenizer(tok, chat=cfg.chat_template)
+
+
+# ----------------------------------------------------------------------------- tiny models
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>")
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = 0, chat_template: str | None = None):
+    """A byte-level BPE ``PreTrainedTokenizerFast`` trained on ``texts`` (pad/bos/eos = ids 0/1/2).
+    ``vocab_size`` 0 = no merges (one token per byte): stop strings tokenise the same in context."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    size = max(vocab_size, len(alphabet) + len(SPECIAL_TOKENS))
+    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=size, special_tokens=list(SPECIAL_TOKENS),
+                                                      initial_alphabet=alphabet, show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                                   clean_up_tokenization_spaces=False, chat_template=chat_template)
+
+
+def _tiny_config(arch: str, vocab: int, hidden: int, layers: int, heads: int, context: int, tie: bool):
+    from transformers import LlamaConfig, Qwen2Config
+
+    kinds = {"llama": LlamaConfig, "qwen2": Qwen2Config}
+    if arch not in kinds:
+        raise UserError(f"unknown tiny HF architecture {arch!r}; use llama or qwen2")
+    return kinds[arch](vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden,
+                       num_hidden_layers=layers, num_attention_heads=heads,
+                       num_key_value_heads=max(1, heads // 2), max_position_embeddings=context,
+                       tie_word_embeddings=tie, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def build_tiny_hf(out_dir: str | Path, arch: str = "llama", hidden: int = 64, layers: int = 2, heads: int = 4,
+                  context: int = 512, vocab_size: int = 0, tie: bool = True, seed: int = 0,
+                  chat_template: str | None = None, corpus_docs: int = 2000) -> Path:
+    """Write a random tiny ``arch`` (llama | qwen2) model + a tokenizer trained on the synthetic task
+    corpus into ``out_dir`` (atomically; nothing is downloaded). Returns ``out_dir``."""
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.tasks.corpus import build_corpus, default_tasks
+
+    texts = build_corpus(default_tasks(seed), corpus_docs, 0.0, 0.0, seed)
+    tok = train_tokenizer(texts, vocab_size, chat_template)
+    conf = _tiny_config(arch, len(tok), hidden, layers, heads, context, tie)
+    torch.manual_seed(seed)
+    lm = AutoModelForCausalLM.from_config(conf)
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        lm.save_pretrained(tmp)
+        tok.save_pretrained(str(tmp))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def tiny_hf_path(arch: str) -> Path:
+    """``<cache>/hf-tiny/<arch>``, built on first use (see :func:`build_tiny_hf`)."""
+    from rlvr.train.pretrain import cache_root
+
+    d = cache_root() / "hf-tiny" / (arch or "llama")
+    if not (d / "config.json").exists():
+        build_tiny_hf(d, arch=arch or "llama")
+    return d
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlvr.model.hf build-tiny OUT [--arch qwen2] [--hidden 64] [--layers 2] ...``"""
+    ap = argparse.ArgumentParser(prog="python -m rlvr.model.hf", description="Hugging Face model helpers.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build-tiny", help="build a tiny random HF model + local tokenizer (no download)")
+    b.add_argument("out")
+    b.add_argument("--arch", default="llama", choices=("llama", "qwen2"))
+    b.add_argument("--hidden", type=int, default=64)
+    b.add_argument("--layers", type=int, default=2)
+    b.add_argument("--heads", type=int, default=4)
+    b.add_argument("--context", type=int, default=512)
+    b.add_argument("--vocab-size", type=int, default=0, help="BPE vocabulary (0 = one token per byte)")
+    b.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    out = build_tiny_hf(a.out, a.arch, a.hidden, a.layers, a.heads, a.context, a.vocab_size, seed=a.seed)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,24 @@
+"""Shared fixtures: a tiny model config and a private cache so tests never touch ~/.cache."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=96",
+        "pretrain.tokens=30000", "pretrain.batch_size=16", "pretrain.seq_len=64"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    if "RLVR_CACHE" not in os.environ:
+        os.environ["RLVR_CACHE"] = str(tmp_path_factory.mktemp("rlvr-cache"))
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    yield
+
+
+@pytest.fixture
+def tiny_overrides(tmp_path):
+    return [*TINY, f"train.out_dir={tmp_path}", "log.progress=none"]

@@ -1,0 +1,56 @@
+import pytest
+
+from rlvr.cli import main
+from rlvr.config import ConfigError, RunConfig, dump_yaml, load_config
+
+
+def test_defaults_and_builtin_recipes_load():
+    for name in ("quickstart", "grpo", "dapo", "scalerl"):
+        cfg = load_config(name)
+        assert isinstance(cfg, RunConfig)
+    assert load_config("dapo").loss.eps_high == 0.28 and load_config("scalerl").loss.name == "cispo"
+
+
+def test_unknown_key_suggests_fix(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("loss:\n  eps_hihg: 0.3\n")
+    with pytest.raises(ConfigError, match="loss.eps_hihg: unknown key; did you mean 'eps_high'"):
+        load_config(p)
+
+
+def test_wrong_type_and_invariant():
+    with pytest.raises(ConfigError, match="train.steps: expected an integer"):
+        load_config(None, ["train.steps=ten"])
+    with pytest.raises(ConfigError, match="model.d_model: must be divisible"):
+        load_config(None, ["model.d_model=30", "model.n_head=4"])
+    with pytest.raises(ConfigError, match="algo.group_size"):
+        load_config(None, ["algo.group_size=1"])
+
+
+def test_nested_override_and_round_trip(tmp_path):
+    cfg = load_config("quickstart", ["loss.eps_high=0.31", "task.knobs={max_value: 5}", "pretrain.milestones=[0.5,1.0]"])
+    assert cfg.loss.eps_high == 0.31 and cfg.task.knobs == {"max_value": 5} and cfg.pretrain.milestones == (0.5, 1.0)
+    p = tmp_path / "resolved.yaml"
+    p.write_text(dump_yaml(cfg))
+    assert load_config(p) == cfg
+
+
+def test_bad_override_and_missing_file():
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(None, ["loss.eps_high"])
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config("does/not/exist.yaml")
+
+
+def test_invalid_yaml(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("loss: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(p)
+
+
+def test_cli_config_show(capsys):
+    assert main(["config", "show", "dapo", "loss.eps_high=0.3"]) == 0
+    assert "eps_high: 0.3" in capsys.readouterr().out
+    assert main(["config", "show", "loss.nope=1"]) == 2
+    assert "loss.nope: unknown key" in capsys.readouterr().err

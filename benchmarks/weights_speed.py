@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def llama_shapes(layers: int, hidden: int, intermediate: int, vocab: int) -> dic
     return shapes
 
 
-def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float, seed: int = 0) -> tuple[Path, Path]:
+def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float,
+              seed: int = 0) -> tuple[Path, Path]:
     """Write base.safetensors and tuned.safetensors (bf16) under ``out``."""
     g = torch.Generator().manual_seed(seed)
     base = {}
@@ -65,29 +67,30 @@ def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float, see
     return out / "base.safetensors", out / "tuned.safetensors"
 
 
-def time_analysis(base: Path, tuned: Path, k: int, out_json: Path) -> tuple[float, float]:
-    """Seconds and peak RSS (MiB) of the ``rlvr weights`` subprocess."""
+def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int | None) -> tuple[float, ...]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess."""
     cmd = [sys.executable, "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
-           "--json", str(out_json)]
+           "--json", str(out_json)] + ([] if threads is None else ["--threads", str(threads)])
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
-    return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def time_baseline(base: Path, tuned: Path, dtype: torch.dtype) -> float:
-    """Seconds for a full torch.linalg.svd of every 2-D base and tuned matrix."""
-    start = time.perf_counter()
+def time_baseline(base: Path, tuned: Path, dtype: torch.dtype) -> tuple[float, float]:
+    """Wall and CPU seconds for a full torch.linalg.svd of every 2-D base and tuned matrix."""
+    start, cpu = time.perf_counter(), time.process_time()
     with safe_open(str(base), "pt") as f0, safe_open(str(tuned), "pt") as f1:
         for name in f0.keys():
             for f in (f0, f1):
                 w = f.get_tensor(name)
                 if w.ndim == 2:
                     torch.linalg.svd(w.to(dtype), full_matrices=False)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=768)
@@ -97,27 +100,38 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--baseline-dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--skip-baseline", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--threads", type=int, help="torch threads for both the analysis and the baseline")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     shapes = llama_shapes(args.layers, args.hidden, args.intermediate, args.vocab)
-    params = sum(torch.Size(s).numel() for s in shapes.values())
+    row: dict = {"benchmark": "weights_speed", "params": sum(torch.Size(s).numel() for s in shapes.values())}
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         base, tuned = make_pair(Path(tmp), shapes, args.density)
-        print(f"wrote a {params / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
-        seconds, rss = time_analysis(base, tuned, args.k, Path(tmp) / "weights.json")
+        print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
+        wall, cpu, rss = time_analysis(base, tuned, args.k, Path(tmp) / "weights.json", args.threads)
         sparsity = json.loads((Path(tmp) / "weights.json").read_text())["pairs"][0]["sparsity"]
-        print(f"rlvr weights: {seconds:.1f}s, peak RSS {rss:.0f} MiB, sparsity {sparsity:.4f} "
-              f"(expected about {1 - args.density:.4f}), torch threads {torch.get_num_threads()}")
-        baseline = None
+        print(f"rlvr weights: {wall:.1f}s wall, {cpu:.1f}s CPU, peak RSS {rss:.0f} MiB, "
+              f"sparsity {sparsity:.4f} (expected ~{1 - args.density:.4f}), "
+              f"torch threads {args.threads or torch.get_num_threads()}, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        row |= {"analysis_s": round(wall, 2), "analysis_cpu_s": round(cpu, 2), "peak_rss_mib": round(rss),
+                "baseline": f"full {args.baseline_dtype} svd", "baseline_s": None, "baseline_cpu_s": None,
+                "speedup": None, "cpu_speedup": None}
         if not args.skip_baseline:
-            baseline = time_baseline(base, tuned, getattr(torch, args.baseline_dtype))
-            print(f"baseline (full {args.baseline_dtype} SVD of every matrix, base and tuned): {baseline:.1f}s, "
-                  f"{baseline / seconds:.2f}x the analysis time")
-    print(json.dumps({"benchmark": "weights_speed", "params": params, "analysis_s": round(seconds, 2),
-                      "peak_rss_mib": round(rss), "baseline": f"full {args.baseline_dtype} svd",
-                      "baseline_s": None if baseline is None else round(baseline, 2),
-                      "speedup": None if baseline is None else round(baseline / seconds, 2),
-                      "target_s": 60, "under_target": seconds < 60}))
+            b_wall, b_cpu = time_baseline(base, tuned, getattr(torch, args.baseline_dtype))
+            print(f"baseline (full {args.baseline_dtype} SVD of every base and tuned matrix): "
+                  f"{b_wall:.1f}s wall, {b_cpu:.1f}s CPU = {b_wall / wall:.2f}x the analysis wall time, "
+                  f"{b_cpu / cpu:.2f}x its CPU")
+            row |= {"baseline_s": round(b_wall, 2), "baseline_cpu_s": round(b_cpu, 2),
+                    "speedup": round(b_wall / wall, 2), "cpu_speedup": round(b_cpu / cpu, 2)}
+    row |= {"load_avg": round(os.getloadavg()[0], 1), "target_s": 60, "under_target": wall < 60}
+    print(json.dumps(row))
     return 0
 
 

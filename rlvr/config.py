@@ -87,11 +87,11 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class PretrainConfig:
-    tokens: int = 2_500_000
+    tokens: int = 1_500_000
     """Token budget of base-model pretraining."""
-    batch_size: int = 32
+    batch_size: int = 48
     """Sequences per optimiser step."""
-    seq_len: int = 96
+    seq_len: int = 64
     """Tokens per packed training sequence."""
     lr: float = 3e-3
     """Peak learning rate (AdamW), cosine-decayed to 10%."""
@@ -270,16 +270,38 @@ class PipelineConfig:
     mode: str = "sync"
     """sync (generate then train) | async (PipelineRL-style)."""
     max_lag: int = 2
-    """Async: most policy versions a consumed sample may be behind."""
+    """Async: most policy versions (trainer steps) a consumed sample may be behind (k; 0 = no overlap)."""
     workers: int = 1
     """Async: generator workers."""
     backend: str = "local"
-    """local | ray."""
+    """local (generator threads in this process) | ray (generators, verifier, trainer as Ray actors)."""
+    chunk_groups: int = 0
+    """Async: prompt groups per generation call of a worker (0 = ceil(P / workers))."""
+    sync_every: int = 8
+    """Async: decoding steps between checks for new weights (in-flight update)."""
+    timeout_s: float = 300.0
+    """Async/data parallel: longest wait on a queue, weight sync, worker call or collective before raising."""
+    max_restarts: int = 2
+    """Async: restarts of a crashed generator worker before the run stops with its error."""
+    bucket_mb: int = 32
+    """Weight sync and gradient all-reduce: bucket size in MiB (parameters are copied bucket by bucket)."""
+    ray_address: str = ""
+    """Ray backend: address of an existing cluster ("" = start a local instance)."""
+    ray_num_cpus: int = 2
+    """Ray backend: CPUs of the local instance it starts."""
+    ray_trainer_actor: bool = True
+    """Ray backend: run the trainer as a Ray actor too (false: in the driver process)."""
 
     def __post_init__(self):
         _check(self.mode in ("sync", "async"), "pipeline.mode", "use sync or async")
         _check(self.backend in ("local", "ray"), "pipeline.backend", "use local or ray")
         _check(self.max_lag >= 0, "pipeline.max_lag", "must be >= 0")
+        _check(self.workers >= 1, "pipeline.workers", "must be >= 1")
+        _check(self.chunk_groups >= 0, "pipeline.chunk_groups", "must be >= 0 (0 = automatic)")
+        _check(self.sync_every >= 1, "pipeline.sync_every", "must be >= 1")
+        _check(self.timeout_s > 0, "pipeline.timeout_s", "must be positive")
+        _check(self.max_restarts >= 0, "pipeline.max_restarts", "must be >= 0")
+        _check(self.bucket_mb >= 1, "pipeline.bucket_mb", "must be >= 1")
 
 
 @dataclass(frozen=True)

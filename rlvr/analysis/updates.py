@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from rlvr.errors import UserError
@@ -64,7 +65,7 @@ def update_mask(w0: torch.Tensor, w1: torch.Tensor, precision: Precision = "bf16
 
 def update_sparsity(w0: torch.Tensor, w1: torch.Tensor, precision: Precision = "bf16") -> float:
     """1 - |M| / N: the fraction of entries left unchanged at ``precision``."""
-    return 1.0 - update_mask(w0, w1, precision).sum().item() / max(1, w0.numel())
+    return 1.0 - _count(update_mask(w0, w1, precision)) / max(1, w0.numel())
 
 
 @dataclass(frozen=True)
@@ -110,17 +111,61 @@ def _gram_spectrum(w: torch.Tensor, k: int, chunk: int = 8192) -> Spectrum | Non
     """Spectrum via the float64 Gram matrix of the short side, built in row chunks so that memory
     stays near one float32 copy of w. None when s_k is too small for u = w v / s to be accurate."""
     x = w if w.shape[0] >= w.shape[1] else w.T  # (rows, cols), rows >= cols
-    gram = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64)
-    for i in range(0, x.shape[0], chunk):
-        c = x[i : i + chunk].double()
-        gram.addmm_(c.T, c)
-    evals, evecs = torch.linalg.eigh(gram)  # ascending
-    s = evals.flip(0).clamp_min(0).sqrt()
+    evals, vk = top_eigh(gram_lower(x, chunk), k)  # (cols,) descending, (cols, k)
+    s = evals.clamp_min(0).sqrt()
     if not s[k - 1] > 1e-6 * s[0]:
         return None
-    vk = evecs[:, -k:].flip(1)  # (cols, k)
     uk = torch.cat([x[i : i + chunk].double() @ vk for i in range(0, x.shape[0], chunk)]) / s[:k]
     return Spectrum(s, uk, vk) if x is w else Spectrum(s, vk, uk)
+
+
+def gram_lower(x: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    """x^T x in float64 for x (rows, cols), accumulated over row chunks; only the lower triangle
+    is guaranteed (BLAS dsyrk, half the flops of a matmul), which is all :func:`top_eigh` reads."""
+    cols = x.shape[1]
+    if not USE_SCIPY:
+        gram = torch.zeros(cols, cols, dtype=torch.float64)
+        for i in range(0, x.shape[0], chunk):
+            c = x[i : i + chunk].double()
+            gram.addmm_(c.T, c)
+        return gram
+    from scipy.linalg import blas
+
+    gram = np.zeros((cols, cols), dtype=np.float64, order="F")
+    for i in range(0, x.shape[0], chunk):
+        c = x[i : i + chunk].double().numpy()  # C-ordered (r, cols): its transpose is Fortran-ordered
+        gram = blas.dsyrk(1.0, c.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+    return torch.from_numpy(gram)
+
+
+def top_eigh(a: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """All eigenvalues (n,) descending and the top-k eigenvectors (n, k) of a symmetric float64
+    (n, n) matrix of which only the lower triangle is read.
+
+    One Householder tridiagonalisation (LAPACK dsytrd), all eigenvalues of the tridiagonal (dsterf),
+    k of its eigenvectors (MRRR) and the back-transform of those k only (dormqr): about 3x faster
+    than torch.linalg.eigh, which forms all n eigenvectors, at the same float64 accuracy.
+    """
+    n = a.shape[0]
+    if USE_SCIPY and n > 2 * k:
+        import scipy.linalg as sl
+        from scipy.linalg import lapack
+
+        lwork = int(lapack.dsytrd_lwork(n, lower=1)[0])
+        refl, d, e, tau, info = lapack.dsytrd(a.numpy(), lower=1, lwork=lwork)
+        evals, info2 = lapack.dsterf(d.copy(), e.copy())[:2]
+        if info == 0 and info2 == 0:
+            _, z = sl.eigh_tridiagonal(d, e, select="i", select_range=(n - k, n - 1))
+            z = z.copy(order="F")
+            z[1:], _, info3 = lapack.dormqr("L", "N", refl[1:, :-1], tau, z[1:], lwork=max(1, 64 * k))
+            if info3 == 0:
+                return torch.from_numpy(evals[::-1].copy()), torch.from_numpy(z[:, ::-1].copy())
+    evals, evecs = torch.linalg.eigh(a)  # ascending; reads the lower triangle
+    return evals.flip(0), evecs[:, -k:].flip(1)
+
+
+# scipy's LAPACK/BLAS for the Gram matrix and the partial eigensolver; False: torch only (slower).
+USE_SCIPY = True
 
 
 def spectral_drift(s0: torch.Tensor, s1: torch.Tensor) -> float:
@@ -169,17 +214,22 @@ def _as_float(w: torch.Tensor) -> torch.Tensor:
 
 
 def top_mask(score: torch.Tensor, count: int, largest: bool = True) -> torch.Tensor:
-    """Bool mask with exactly ``count`` True entries: the largest (or smallest) ``score`` values;
-    ties at the threshold are taken in index order, so the count is exact."""
-    flat = score.flatten()
+    """Bool mask with exactly ``count`` True entries: the largest (or smallest) ``score`` values
+    (float32/64); ties at the threshold are taken in index order, so the count is exact."""
+    flat = score.reshape(-1)
     n = flat.numel()
     if count <= 0 or count >= n:
         return torch.full(score.shape, count >= n and n > 0, dtype=torch.bool)
-    thr = torch.kthvalue(flat, n - count + 1 if largest else count).values
+    pos = n - count if largest else count - 1  # ascending rank of the threshold value
+    thr = float(np.partition(flat.numpy(), pos)[pos])  # introselect: ~5x faster than torch.kthvalue
     mask = flat > thr if largest else flat < thr
-    need = count - int(mask.sum().item())
+    need = count - _count(mask)
     mask[torch.nonzero(flat == thr).squeeze(1)[:need]] = True
     return mask.view(score.shape)
+
+
+def _count(mask: torch.Tensor) -> int:
+    return int(torch.count_nonzero(mask).item())
 
 
 def principal_mask(spec: Spectrum, k: int, count: int) -> torch.Tensor:
@@ -195,7 +245,7 @@ def low_magnitude_mask(w0: torch.Tensor, count: int) -> torch.Tensor:
 
 def jaccard(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
     """(|A and B|, |A or B|) of two boolean masks of the same shape; Jaccard = first / second."""
-    return int((a & b).sum().item()), int((a | b).sum().item())
+    return _count(a & b), _count(a | b)
 
 
 def jaccard_chance(count_a: float, count_b: float, n: float) -> tuple[float, float]:
@@ -226,7 +276,7 @@ def compare_matrix(
     dw = w1f - w0f  # exact for nearby float32 values (Sterbenz)
     left, right = principal_angles(spec0.u, spec1.u), principal_angles(spec0.v, spec1.v)
     both = torch.cat([left, right])
-    changed = int(mask.sum().item())
+    changed = _count(mask)
     norm0 = torch.linalg.vector_norm(w0f, dtype=torch.float64).item()
     norm_dw = torch.linalg.vector_norm(dw, dtype=torch.float64).item()
     return {
@@ -240,8 +290,8 @@ def compare_matrix(
         "principal_energy_share": principal_energy_share(dw, spec0.u, spec0.v),
         "random_energy_share": random_energy_share(k, m, n),
         "update_rel_norm": norm_dw / norm0 if norm0 else math.nan,
-        "principal_hits": int((mask & principal_mask(spec0, k, changed)).sum().item()),
-        "low_magnitude_hits": int((mask & low_magnitude_mask(w0f, changed)).sum().item()),
+        "principal_hits": _count(mask & principal_mask(spec0, k, changed)),
+        "low_magnitude_hits": _count(mask & low_magnitude_mask(w0f, changed)),
         "chance_hits": changed * changed / (m * n),
     }
 
@@ -299,7 +349,7 @@ def summarize_by_kind(records: list[dict]) -> dict[str, dict]:
 def jaccard_record(a: torch.Tensor, b: torch.Tensor) -> dict:
     """Counts for two runs' update masks a, b of one tensor (same shape): observed and chance."""
     inter, union = jaccard(a, b)
-    count_a, count_b = int(a.sum().item()), int(b.sum().item())
+    count_a, count_b = _count(a), _count(b)
     chance_inter, chance_union = jaccard_chance(count_a, count_b, a.numel())
     return {"numel": a.numel(), "count_a": count_a, "count_b": count_b, "inter": inter, "union": union,
             "chance_inter": chance_inter, "chance_union": chance_union}

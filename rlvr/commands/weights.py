@@ -7,7 +7,8 @@ import json
 import math
 import sys
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from rlvr.errors import UserError
@@ -38,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write all results as JSON")
     parser.add_argument("--plots", metavar="DIR", help="write per-layer and principal-angle plots")
     parser.add_argument("--per-matrix", action="store_true", help="also print one line per tensor")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 is fastest on "
+                        "cores shared with other jobs)")
 
 
 def parse_k(text: str) -> int | float:
@@ -53,13 +56,15 @@ def parse_k(text: str) -> int | float:
 
 def _tensor_records(name: str, w0, w1s: list, k_spec, precision, method: str) -> tuple[list[dict], list]:
     """One record per tuned model for tensor ``name``, and the update masks (for run overlap)."""
+    import torch
+
     from rlvr.analysis import updates
     from rlvr.analysis.weight_io import layer_index, tensor_kind
 
     masks = [updates.update_mask(w0, w1, precision) for w1 in w1s]
     base = {"name": name, "kind": tensor_kind(name), "layer": layer_index(name), "shape": list(w0.shape),
             "numel": w0.numel()}
-    records = [dict(base, changed=int(m.sum().item())) for m in masks]
+    records = [dict(base, changed=int(torch.count_nonzero(m).item())) for m in masks]
     for rec in records:
         rec["sparsity"] = 1.0 - rec["changed"] / max(1, rec["numel"])
     if w0.ndim == 2 and min(w0.shape) > 1:
@@ -157,6 +162,38 @@ def format_pair(pair: dict, per_matrix: bool = False) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def single_threaded_lapack() -> Iterator[None]:
+    """Run scipy's OpenBLAS single-threaded (best effort, restored on exit).
+
+    The tridiagonal eigensolver of :func:`rlvr.analysis.updates.top_eigh` is memory-bound: a second
+    OpenBLAS thread gains nothing alone and costs 2-10x when other processes share the cores.
+    """
+    import ctypes
+
+    import scipy
+
+    handles = []
+    root = Path(scipy.__file__).parent
+    for lib in sorted([*root.parent.glob("scipy.libs/*openblas*"), *root.glob(".dylibs/*openblas*")]):
+        try:
+            dll = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas", "openblas"):
+            get = getattr(dll, f"{prefix}_get_num_threads", None)
+            put = getattr(dll, f"{prefix}_set_num_threads", None)
+            if get is not None and put is not None:
+                handles.append((put, get()))
+                put(1)
+                break
+    try:
+        yield
+    finally:
+        for put, before in handles:
+            put(before)
+
+
 def _clean(x):
     """JSON-safe copy: non-finite floats become null."""
     if isinstance(x, float):
@@ -172,6 +209,12 @@ def run(args: argparse.Namespace) -> int:
     from rlvr.analysis.updates import parse_precision
 
     k_spec, precision = parse_k(args.k), parse_precision(args.precision)
+    if args.threads is not None:
+        import torch
+
+        if args.threads < 1:
+            raise UserError(f"--threads {args.threads} is below 1; pass a positive thread count")
+        torch.set_num_threads(args.threads)
     start = time.perf_counter()
 
     def progress(i: int, total: int, name: str) -> None:
@@ -179,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
             elapsed = time.perf_counter() - start
             print(f"[weights] {i}/{total} tensors, {elapsed:.1f}s ({name})", file=sys.stderr, flush=True)
 
-    result = _clean(analyse(args.base, args.tuned, k_spec, precision, args.svd, progress))
+    with single_threaded_lapack():
+        result = _clean(analyse(args.base, args.tuned, k_spec, precision, args.svd, progress))
     for pair in result["pairs"]:
         print(format_pair(pair, args.per_matrix), end="\n\n")
     for key, ov in result["mask_overlap"].items():

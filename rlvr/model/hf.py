@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import os
 import shutil
@@ -59,9 +60,10 @@ class HFPolicy(nn.Module):
     def __init__(self, causal_lm: nn.Module, cfg: ModelConfig):
         super().__init__()
         hf_cfg = causal_lm.config
-        self.cfg = dataclasses.replace(cfg, kind="hf", tie_weights=bool(getattr(hf_cfg, "tie_word_embeddings", False)))
+        tied = bool(getattr(hf_cfg, "tie_word_embeddings", False))
+        self.cfg = dataclasses.replace(cfg, kind="hf", tie_weights=tied)
         if cfg.gradient_checkpointing:
-            causal_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _checkpointing(causal_lm)
         self.lora = cfg.lora_r > 0
         if self.lora:
             causal_lm = _with_lora(causal_lm, cfg.lora_r)
@@ -70,6 +72,8 @@ class HFPolicy(nn.Module):
         self.decoder = self.lm.get_decoder()
         self.lm_head = self.lm.get_output_embeddings()
         self.softcap = getattr(hf_cfg, "final_logit_softcapping", None)
+        params = inspect.signature(self.decoder.forward).parameters  # transformers >= 5.2x: `cache`
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     @property
     def device(self) -> torch.device:
@@ -103,9 +107,9 @@ class HFPolicy(nn.Module):
             pos = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, s:]
             attn = key_mask.long()
         with self._autocast():
+            kv = {self._cache_kw: cache.kv} if cache is not None else {}
             out = self.decoder(input_ids=ids, attention_mask=attn, position_ids=pos,
-                               past_key_values=cache.kv if cache is not None else None,
-                               use_cache=cache is not None)
+                               use_cache=cache is not None, **kv)
         if cache is not None:
             cache.length += T
         return out.last_hidden_state
@@ -189,6 +193,14 @@ class HFPolicy(nn.Module):
                             f"{unexpected[:3]}); resume with the model.path the run was started with")
 
 
+def _checkpointing(causal_lm: nn.Module) -> None:
+    """Recompute activations in backward (non-reentrant); transformers >= 5.2x renamed the switch."""
+    if hasattr(causal_lm, "activation_checkpointing_enable"):
+        causal_lm.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        causal_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def _with_lora(causal_lm: nn.Module, r: int) -> nn.Module:
     """LoRA (rank r, alpha 2r, no dropout) on every linear projection of attention and MLP."""
     try:
@@ -219,7 +231,8 @@ class HFTokenizer:
 
     def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
         ids = self.tok.encode(text, add_special_tokens=False)
-        return ([self.bos_id] if bos and self.bos_id is not None else []) + ids + ([self.eos_id] if eos else [])
+        head = [self.bos_id] if bos and self.bos_id is not None else []
+        return head + ids + ([self.eos_id] if eos else [])
 
     def decode(self, ids, skip_special: bool = True) -> str:
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
@@ -255,20 +268,38 @@ def _saved_cfg(path: str) -> ModelConfig:
     return ModelConfig(kind="hf", path=path, **{k: extra[k] for k in SAVED_FIELDS if k in extra})
 
 
-def _source(path_or_name: str) -> tuple[str, dict]:
-    """(what from_pretrained gets, its kwargs): a local directory, a tiny-hf build, or a hub name."""
+def _source(path_or_name: str) -> str:
+    """What from_pretrained gets: a local directory (tiny-hf builds and cached hub models too) or a
+    hub name (downloaded by transformers)."""
     if path_or_name.startswith(TINY_PREFIX):
-        return str(tiny_hf_path(path_or_name[len(TINY_PREFIX):])), {}
+        return str(tiny_hf_path(path_or_name[len(TINY_PREFIX):]))
     p = Path(path_or_name).expanduser()
     if p.is_dir():
         if not (p / "config.json").exists():
             raise UserError(f"{p}: no config.json inside; pass an HF model directory or a hub name")
-        return str(p), {}
+        return str(p)
     if p.exists() or path_or_name.startswith(("/", ".", "~")) or path_or_name.count("/") > 1:
         raise UserError(f"{path_or_name}: model directory not found; pass an existing HF model directory, "
                         f"a hub name like Qwen/Qwen2.5-0.5B-Instruct, or {TINY_PREFIX}llama")
-    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "false", "")
-    return path_or_name, {"local_files_only": True} if offline else {}
+    cached = _cached_snapshot(path_or_name)
+    if cached is not None:  # already in the local HF cache: no network at all
+        return cached
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "false", ""):
+        raise UserError(f"cannot load HF model {path_or_name!r}: HF_HUB_OFFLINE is set and it is not in "
+                        "the local HF cache; download it where the hub is reachable "
+                        "(`hf download NAME --local-dir DIR`) and set model.path=DIR")
+    return path_or_name
+
+
+def _cached_snapshot(name: str) -> str | None:
+    """The local snapshot directory of hub model ``name`` if the HF cache holds its config, else None."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        d = snapshot_download(name, local_files_only=True)
+    except (OSError, ValueError):  # not cached (LocalEntryNotFoundError), or not a valid repo id
+        return None
+    return d if (Path(d) / "config.json").exists() else None
 
 
 def load_hf_policy(path_or_name: str, model_cfg: ModelConfig | None = None) -> tuple[HFPolicy, HFTokenizer]:
@@ -276,12 +307,12 @@ def load_hf_policy(path_or_name: str, model_cfg: ModelConfig | None = None) -> t
     the model is in the local HF cache) or ``tiny-hf:<arch>``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    src, kw = _source(path_or_name)
+    src = _source(path_or_name)
     cfg = model_cfg or _saved_cfg(src)
     dtype = torch.bfloat16 if cfg.dtype == "bfloat16" and cfg.lora_r > 0 else torch.float32
     try:
-        lm = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kw)
-        tok = AutoTokenizer.from_pretrained(src, **kw)
+        lm = AutoModelForCausalLM.from_pretrained(src, dtype=dtype)
+        tok = AutoTokenizer.from_pretrained(src)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"cannot load HF model {path_or_name!r} ({first[:200]}); download it where the hub "
@@ -294,23 +325,30 @@ SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>")
 
 
 def train_tokenizer(texts: list[str], vocab_size: int = 0, chat_template: str | None = None):
-    """A byte-level BPE ``PreTrainedTokenizerFast`` trained on ``texts`` (pad/bos/eos = ids 0/1/2).
-    ``vocab_size`` 0 = no merges (one token per byte): stop strings tokenise the same in context."""
+    """A byte-level BPE ``PreTrainedTokenizerFast`` (pad/bos/eos = ids 0/1/2) with merges trained on
+    ``texts`` up to ``vocab_size`` tokens; 0 = no merges (one token per byte, ``texts`` unused), so
+    stop strings tokenise the same in any context."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tk = Tokenizer(models.BPE())
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    train = vocab_size > len(alphabet) + len(SPECIAL_TOKENS)
+    vocab = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *alphabet])}
+    tk = Tokenizer(models.BPE() if train else models.BPE(vocab=vocab, merges=[]))
+    tk.add_special_tokens(list(SPECIAL_TOKENS))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    size = max(vocab_size, len(alphabet) + len(SPECIAL_TOKENS))
-    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=size, special_tokens=list(SPECIAL_TOKENS),
-                                                      initial_alphabet=alphabet, show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
-                                   clean_up_tokenization_spaces=False, chat_template=chat_template)
+    if train:
+        tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                                                          special_tokens=list(SPECIAL_TOKENS),
+                                                          initial_alphabet=alphabet))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<bos>",
+                                   eos_token="<eos>", clean_up_tokenization_spaces=False,
+                                   chat_template=chat_template)
 
 
-def _tiny_config(arch: str, vocab: int, hidden: int, layers: int, heads: int, context: int, tie: bool):
+def _tiny_config(arch: str, vocab: int, hidden: int, layers: int, heads: int, context: int, tie: bool,
+                 init_std: float):
     from transformers import LlamaConfig, Qwen2Config
 
     kinds = {"llama": LlamaConfig, "qwen2": Qwen2Config}
@@ -319,21 +357,30 @@ def _tiny_config(arch: str, vocab: int, hidden: int, layers: int, heads: int, co
     return kinds[arch](vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden,
                        num_hidden_layers=layers, num_attention_heads=heads,
                        num_key_value_heads=max(1, heads // 2), max_position_embeddings=context,
-                       tie_word_embeddings=tie, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+                       tie_word_embeddings=tie, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                       initializer_range=init_std)
+
+
+def _corpus_tasks():
+    from rlvr.tasks.registry import get_task
+
+    return [(get_task("arithmetic"), 1.0), (get_task("strings"), 0.5)]
 
 
 def build_tiny_hf(out_dir: str | Path, arch: str = "llama", hidden: int = 64, layers: int = 2, heads: int = 4,
                   context: int = 512, vocab_size: int = 0, tie: bool = True, seed: int = 0,
-                  chat_template: str | None = None, corpus_docs: int = 2000) -> Path:
-    """Write a random tiny ``arch`` (llama | qwen2) model + a tokenizer trained on the synthetic task
-    corpus into ``out_dir`` (atomically; nothing is downloaded). Returns ``out_dir``."""
+                  chat_template: str | None = None, corpus_docs: int = 2000, init_std: float = 0.02) -> Path:
+    """Write a random tiny ``arch`` (llama | qwen2) model + a byte-level tokenizer (``vocab_size`` > 259:
+    BPE merges trained on the arithmetic/strings task corpus) into ``out_dir``, atomically; nothing
+    is downloaded. Returns ``out_dir``."""
     from transformers import AutoModelForCausalLM
 
-    from rlvr.tasks.corpus import build_corpus, default_tasks
+    from rlvr.tasks.corpus import build_corpus
 
-    texts = build_corpus(default_tasks(seed), corpus_docs, 0.0, 0.0, seed)
+    texts = build_corpus(_corpus_tasks(), corpus_docs, 0.0, 0.0, seed) if vocab_size else []
     tok = train_tokenizer(texts, vocab_size, chat_template)
-    conf = _tiny_config(arch, len(tok), hidden, layers, heads, context, tie)
+    vocab = -(-(len(tok) + 1) // 64) * 64  # padded, like real checkpoints (tokenizers may add a token)
+    conf = _tiny_config(arch, vocab, hidden, layers, heads, context, tie, init_std)
     torch.manual_seed(seed)
     lm = AutoModelForCausalLM.from_config(conf)
     out = Path(out_dir)
@@ -367,15 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build-tiny", help="build a tiny random HF model + local tokenizer (no download)")
     b.add_argument("out")
     b.add_argument("--arch", default="llama", choices=("llama", "qwen2"))
-    b.add_argument("--hidden", type=int, default=64)
-    b.add_argument("--layers", type=int, default=2)
-    b.add_argument("--heads", type=int, default=4)
-    b.add_argument("--context", type=int, default=512)
+    for name, default in (("hidden", 64), ("layers", 2), ("heads", 4), ("context", 512), ("seed", 0)):
+        b.add_argument(f"--{name}", type=int, default=default)
     b.add_argument("--vocab-size", type=int, default=0, help="BPE vocabulary (0 = one token per byte)")
-    b.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    out = build_tiny_hf(a.out, a.arch, a.hidden, a.layers, a.heads, a.context, a.vocab_size, seed=a.seed)
-    print(out)
+    print(build_tiny_hf(a.out, a.arch, a.hidden, a.layers, a.heads, a.context, a.vocab_size, seed=a.seed))
     return 0
 
 

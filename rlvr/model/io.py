@@ -37,9 +37,20 @@ def save_policy(model, tokenizer, directory: str | Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def looks_like_hf_name(name: str) -> bool:
+    """True for ``tiny-hf:<arch>`` and hub names like ``Qwen/Qwen2.5-0.5B`` (one slash, no path prefix)."""
+    if name.startswith("tiny-hf:"):
+        return True
+    return name.count("/") == 1 and not name.startswith(("/", ".", "~")) and all(name.split("/"))
+
+
 def load_policy(directory: str | Path):
     """-> (model, tokenizer) from an rlvr checkpoint or HF model directory."""
     d = Path(directory)
+    if not d.exists() and looks_like_hf_name(str(directory)):  # hub name or tiny-hf:<arch>
+        from rlvr.model.hf import load_hf_policy
+
+        return load_hf_policy(str(directory))
     if not d.exists():
         raise UserError(f"{d}: checkpoint not found; pass a directory written by `rlvr pretrain`/`rlvr train`")
     if (d / "model_config.json").exists():

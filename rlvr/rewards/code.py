@@ -35,8 +35,10 @@ attacker: kernel exploits, side channels and namespace escapes are out of scope;
 fallback, ``ctypes`` calls libc directly and bypasses the audit hook entirely (the
 filesystem is then readable and writable wherever the process's uid may, the network is
 reachable, and as root without a privilege drop (interpreter in a directory only root can
-enter, e.g. /root/.pyenv) the process limit does not apply); for a non-root caller the
-fallback's process limit counts every process of the caller's uid. tmpfs usage (at most
+enter, e.g. /root/.pyenv) the process limit does not apply and a ctypes-forked process
+that calls setsid() outlives the run (with the drop, every process of the run's uid is
+killed at the end); for a non-root caller the fallback's process limit counts every
+process of the caller's uid, and the setsid escape applies too. tmpfs usage (at most
 ``4 * max_file_mb`` MB each for /sandbox and the root) is memory not counted by
 ``memory_mb``. The test harness of :func:`score_code` runs tests in the same interpreter
 as the solution, so a solution that introspects the harness's frames, or returns objects
@@ -411,8 +413,9 @@ def _classify(rc: int, killed: str | None, io: dict, cpu_limit: float, harness: 
     return "ok" if rc == 0 else "error"
 
 
-def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, int]) -> tuple[list, dict]:
-    """argv and environment that run ``base``/main.py under ``isolation``."""
+def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, int]
+             ) -> tuple[list, dict, int]:
+    """argv, environment and the uid the program will run as (0: no drop) for ``base``/main.py."""
     python, root_user = _interpreter(), os.geteuid() == 0
     disk_mb, cpu = 4 * limits["max_file_mb"], math.ceil(limits["cpu_s"])
     uid = UID_BASE + secrets.randbelow(1 << 24) if root_user else 0
@@ -428,13 +431,14 @@ def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, 
     rlimits = {"RLIMIT_AS": [limits["memory_mb"] << 20] * 2, "RLIMIT_CPU": [cpu, cpu + 1],
                "RLIMIT_NPROC": [limits["max_procs"]] * 2, "RLIMIT_FSIZE": [limits["max_file_mb"] << 20] * 2,
                "RLIMIT_CORE": [0, 0], "RLIMIT_NOFILE": [256, 256]}
-    cfg = {"run": base, "dir": inner, "limits": rlimits,  # "run": lets ps/tests tell runs apart "drop": drop, "guard": isolation == "none", "fds": list(fds),
-           "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
+    # "run" is unused by the child; it lets ps (and the tests) tell runs apart
+    cfg = {"run": base, "dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none",
+           "fds": list(fds), "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
     child = [python, "-I", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]
     argv = [_tool("sh") or "/bin/sh", "-c", 'ulimit -c 0; umask 022; exec "$@"', "sh", *wrap, *child]
     env = {"PATH": "/usr/bin:/bin", "HOME": inner, "TMPDIR": "/tmp" if wrap else inner, "LANG": "C.UTF-8",
            "USER": "sandbox", "LOGNAME": "sandbox"}
-    return argv, env
+    return argv, env, drop
 
 
 def _run(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None = None,
@@ -448,7 +452,7 @@ def _run(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None 
         with open(os.path.join(base, "main.py"), "w", encoding="utf-8") as f:
             f.write(program)
         os.chmod(os.path.join(base, "main.py"), 0o644)
-        argv, env = _command(base, isolation, limits, (pipes[0][1], pipes[1][1]))
+        argv, env, uid = _command(base, isolation, limits, (pipes[0][1], pipes[1][1]))
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, cwd=base, env=env, start_new_session=True,
@@ -469,6 +473,8 @@ def _run(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None 
         finally:
             proc.stdout.close()
             proc.stderr.close()
+        if isolation == "none" and uid:
+            _kill_uid(uid)
         rc, report = proc.returncode, io["status"].decode("ascii", "replace").split()
         if len(report) == 2:  # the supervisor's exact wait status and CPU seconds of the program
             rc, io["cpu_s"] = os.waitstatus_to_exitcode(int(report[0])), float(report[1])
@@ -483,6 +489,17 @@ def _run(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None 
                 if fd is not None:
                     os.close(fd)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of the run's private ``uid``: in the fallback, a process that left
+    the process group (setsid through ctypes) would otherwise outlive the run."""
+    try:
+        subprocess.run([_tool("sh") or "/bin/sh", "-c", "kill -9 -1"], user=uid, group=uid, extra_groups=[],
+                       env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def _feed(pipe: Any, data: bytes) -> None:

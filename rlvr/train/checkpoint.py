@@ -71,6 +71,7 @@ def save_checkpoint(run_dir: str | Path, st, keep_last: int = 2, milestone: bool
         state = {
             "step": st.step, "version": st.version, "samples": st.samples, "tokens": st.tokens,
             "flops": st.flops, "wall_s": st.wall_s, "nan_steps": st.nan_steps, "counters": st.counters,
+            "last_entropy": st.last_entropy,
             "data": st.data.state_dict(), "tracker": st.tracker.state_dict() if st.tracker else None,
             "rng": rng_state(st.gen), "milestone": milestone,
         }
@@ -144,14 +145,18 @@ def load_checkpoint_into(c: Path, st) -> None:
     """Restore model weights, optimiser, counters, data order, retired set and RNG into ``st``."""
     from safetensors.torch import load_file
 
-    state = load_file(str(c / "model.safetensors"))
-    if getattr(st.model.cfg, "tie_weights", False) and "lm_head.weight" not in state:
-        state["lm_head.weight"] = state["embed.weight"]
-    st.model.load_state_dict(state)
+    if hasattr(st.model, "load_checkpoint"):  # HF policy: HF weight names, LoRA adapter
+        st.model.load_checkpoint(c)
+    else:
+        state = load_file(str(c / "model.safetensors"))
+        if getattr(st.model.cfg, "tie_weights", False) and "lm_head.weight" not in state:
+            state["lm_head.weight"] = state["embed.weight"]
+        st.model.load_state_dict(state)
     st.opt.load_state_dict(torch.load(c / "optimizer.pt", weights_only=True))
     s = json.loads((c / "state.json").read_text())
     st.step, st.version, st.samples, st.tokens = s["step"], s["version"], s["samples"], s["tokens"]
     st.flops, st.wall_s, st.nan_steps, st.counters = s["flops"], s["wall_s"], s["nan_steps"], s["counters"]
+    st.last_entropy = s.get("last_entropy")
     st.data.load_state_dict(s["data"])
     if st.tracker is not None and s["tracker"]:
         st.tracker.load_state_dict(s["tracker"])

@@ -17,7 +17,7 @@ from rlvr.log import MetricsLog, Progress, warn
 from rlvr.rollout.engine import sample, sample_params, verify_all
 from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, save_checkpoint
 from rlvr.train.data import PromptSampler
-from rlvr.train.step import TrainState, rl_step
+from rlvr.train.step import TrainState
 
 
 def build_policy(cfg: RunConfig, progress: str = "auto"):
@@ -101,6 +101,12 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
         run.mkdir(parents=True, exist_ok=True)
     (run / "config.yaml").write_text(dump_yaml(cfg))
     mode = progress or cfg.log.progress
+    if cfg.pipeline.mode == "async" and cfg.pipeline.backend == "ray":  # the trainer runs as a Ray actor
+        from rlvr.train.ray_backend import train_in_trainer_actor
+
+        done = train_in_trainer_actor(cfg, run, resume is not None, progress, extra_steps)
+        if done is not None:
+            return done
     model, tok = build_policy(cfg, mode)
     st = build_state(cfg, model, tok)
     start = 0
@@ -113,15 +119,17 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             warn(f"resume of {run}: the last checkpoint is at step {start} and train.steps={cfg.train.steps}, "
                  "so zero steps would run; raise train.steps (e.g. `--steps N`)")
             return run
+    from rlvr.train.pipeline import make_stepper
+
+    step_fn, close_pipeline = make_stepper(st)  # rl_step | async pipeline (pipeline.mode) | data parallel
     log = MetricsLog(run, cfg.log.tensorboard, cfg.log.wandb, truncate_after=start if resume else None)
     bar = Progress(cfg.train.steps, cfg.name, mode, cfg.log.every, start=start)
-    last_entropy = None
     try:
         while st.step < cfg.train.steps:
-            m = rl_step(st, cfg.train.steps)
-            if last_entropy is not None:
-                m["entropy_obs_change"] = m["entropy"] - last_entropy
-            last_entropy = m["entropy"]
+            m = step_fn(st, cfg.train.steps)
+            if st.last_entropy is not None:  # observed entropy change, beside the predicted dH_total
+                m["entropy_obs_change"] = m["entropy"] - st.last_entropy
+            st.last_entropy = m["entropy"]
             every = cfg.train.eval_every
             if (every and st.step % every == 0) or st.step == cfg.train.steps or st.step == 1:
                 m["heldout_pass_rate"] = heldout_pass_rate(st, cfg.train.eval_problems, cfg.train.seed + 7)
@@ -134,6 +142,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
                 save_checkpoint(run, st, cfg.train.keep_last)
             bar.update(1, **m)
     finally:
+        close_pipeline()
         bar.close()
         log.close()
     (run / "train_summary.json").write_text(json.dumps({"steps": st.step, "counters": st.counters,

@@ -48,7 +48,8 @@ def averaged_update(model, updates: list[tuple[float, Callable[[], dict]]]) -> l
     return out
 
 
-def parallel_step(st, sft_opt: torch.optim.Optimizer, sft_batch: list, total_steps: int, w: float = 0.5) -> dict:
+def parallel_step(st, sft_opt: torch.optim.Optimizer, sft_batch: list, total_steps: int,
+                  w: float = 0.5) -> dict:
     """One parallel step: an RL step (:func:`rlvr.train.step.rl_step` with ``st.opt``, the RL AdamW)
     and an SFT step (``sft_opt``, its own AdamW) from the same theta, updates averaged with
     weights (w, 1 - w). Returns the RL metrics line plus ``sft_loss`` and ``sft_grad_norm``."""

@@ -65,7 +65,8 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     seq = min(pre.seq_len, model_cfg.context)
     per_step = pre.batch_size * seq
     total = max(1, pre.tokens // per_step)
-    milestones = sorted({max(1, round(m * total)) for m in pre.milestones} | {total})
+    milestone_frac = {max(1, round(m * total)): m for m in pre.milestones} | {total: 1.0}
+    milestones = sorted(milestone_frac)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() >= 2 else no_decay).append(p)
@@ -94,8 +95,7 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
             bar.update(0, **row)
         bar.update(1)
         if step + 1 in milestones:
-            frac = (step + 1) / total
-            save_policy(model, tok, out / f"milestone_{frac:.2f}")
+            save_policy(model, tok, out / f"milestone_{milestone_frac[step + 1]:.2f}")
     bar.close()
     log.close()
     shutil.copytree(out / "milestone_1.00", out / "final", dirs_exist_ok=True)

@@ -26,6 +26,7 @@ from rlvr.train.logprobs import completion_logits, token_logprobs
 
 SFT_MODES = ("sft", "sft_gold")
 Pair = tuple[str, str]
+NO_PAIRS = "no SFT pairs to train on; check the task has gold solutions (or the teacher got any right)"
 
 
 def sft_pairs(problems: list, mode: str) -> list[Pair]:
@@ -38,7 +39,7 @@ def sft_pairs(problems: list, mode: str) -> list[Pair]:
     return [(p.prompt, s) for p in problems for s in p.solutions]
 
 
-def encode_pairs(tok, pairs: list[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+def encode_pairs(tok, pairs: list[Pair]) -> tuple:
     """-> ids (B, Tp + T), key_mask (B, Tp + T), targets (B, T), target_mask (B, T), Tp.
 
     Prompt: BOS + prompt, left-padded. Completion: completion + EOS, right-padded.
@@ -61,7 +62,7 @@ def sft_loss(model, tok, pairs: list[Pair]) -> torch.Tensor:
     no gradient reaches the model through them (they still act as context).
     """
     if not pairs:
-        raise UserError("no SFT pairs to train on; check the task has gold solutions (or the teacher got any right)")
+        raise UserError(NO_PAIRS)
     ids, key_mask, targets, target_mask, tp = encode_pairs(tok, pairs)
     logp, _ = token_logprobs(completion_logits(model, ids, key_mask, tp), targets)
     m = target_mask.to(logp.dtype)
@@ -71,7 +72,7 @@ def sft_loss(model, tok, pairs: list[Pair]) -> torch.Tensor:
 def batches(pairs: list[Pair], batch_size: int, seed: int) -> Iterator[list[Pair]]:
     """Endless seeded epochs over ``pairs``, ``batch_size`` at a time (reshuffled every epoch)."""
     if not pairs:
-        raise UserError("no SFT pairs to train on; check the task has gold solutions (or the teacher got any right)")
+        raise UserError(NO_PAIRS)
     rng = random.Random(seed)
     order: list[int] = []
     while True:
@@ -101,7 +102,7 @@ def sft_update(model, tok, batch: list[Pair], opt: torch.optim.Optimizer, grad_c
     if math.isfinite(norm):
         opt.step()
     opt.zero_grad(set_to_none=True)
-    return {"sft_loss": float(loss), "grad_norm": norm}
+    return {"sft_loss": float(loss.detach()), "grad_norm": norm}
 
 
 def sft_train(model, tok, pairs: list[Pair], steps: int, batch_size: int, lr: float, seed: int,

@@ -47,6 +47,7 @@ class TrainState:
     flops: float = 0.0
     wall_s: float = 0.0
     nan_steps: int = 0
+    last_entropy: float | None = None
     counters: dict = field(default_factory=dict)
 
     def count(self, key: str, n: int = 1) -> None:
@@ -170,7 +171,7 @@ def _micro_step(st, rb, rows, w, old_logp, ref_logp, adv_B, mask, name, lcfg, te
     inp = L.LossInputs(logp=logp, old_logp=old_logp[rows], adv=adv_B[rows], mask=mask[rows], weights=w)
     loss, stats = L.policy_loss(name, inp, lcfg)
     out = {k: float(v) for k, v in stats.items()}
-    out["policy_loss"] = float(loss)
+    out["policy_loss"] = float(loss.detach())
     if ref_logp is not None:
         kl = L.kl_penalty(logp, ref_logp[rows], st.cfg.loss.kl_estimator)
         kl_term = (w * kl).sum()
@@ -182,7 +183,7 @@ def _micro_step(st, rb, rows, w, old_logp, ref_logp, adv_B, mask, name, lcfg, te
         ts = token_stats_from_logits(logits.detach(), tokens)
         lr = st.opt.param_groups[0]["lr"]
         out.update({k: float(v) for k, v in entropy_dynamics(ts, adv_B[rows], mask[rows], w, lr).items()})
-    out["loss"] = float(loss)
+    out["loss"] = float(loss.detach())
     if not torch.isfinite(loss):
         st.count("nan_loss")
         return out

@@ -36,6 +36,17 @@ def test_spectrum_matches_float64_svd(method: str) -> None:
         assert torch.allclose(recon, (ref.U[:, :5] * ref.S[:5]) @ ref.Vh[:5], atol=1e-10)
 
 
+def test_scipy_partial_eigensolver_matches_torch_eigh(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    w = torch.randn(90, 60, dtype=torch.float64)
+    fast = U.spectrum(w, 7, "gram")
+    monkeypatch.setattr(U, "USE_SCIPY", False)
+    slow = U.spectrum(w, 7, "gram")
+    assert torch.allclose(fast.s, slow.s, rtol=1e-12)
+    assert U.principal_angles(fast.u, slow.u).max().item() < 1e-9
+    assert U.principal_angles(fast.v, slow.v).max().item() < 1e-9
+
+
 def test_lowrank_is_accurate_on_a_decaying_spectrum() -> None:
     u, v = _orthogonal(200, 3), _orthogonal(150, 4)
     s = 0.5 ** torch.arange(150, dtype=torch.float64)  # fast decay: randomized SVD converges

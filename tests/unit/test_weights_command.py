@@ -12,8 +12,8 @@ from safetensors.torch import save_file
 from rlvr.analysis.weight_io import layer_index, pick_checkpoint, resolve_weight_files, tensor_kind
 from rlvr.cli import main
 
-PAIR_KEYS = {"base", "tuned", "sparsity", "spectral_drift", "principal_angle_mean_deg", "principal_energy_share",
-             "random_energy_share", "per_kind", "per_matrix"}
+PAIR_KEYS = {"base", "tuned", "sparsity", "spectral_drift", "principal_angle_mean_deg",
+             "principal_energy_share", "random_energy_share", "per_kind", "per_matrix"}
 
 
 def _model(seed: int = 0, dtype: torch.dtype = torch.bfloat16) -> dict[str, torch.Tensor]:
@@ -123,7 +123,8 @@ def test_two_tuned_models_give_mask_overlap(tmp_path: Path, capsys: pytest.Captu
     assert set(overlap) == {"1-2", "1-3", "2-3"}
     assert overlap["1-2"]["jaccard"] == 1.0 and overlap["1-3"]["jaccard"] == 0.0
     p = overlap["1-2"]["density_a"]  # ~1/4 per tensor: chance Jaccard p^2 / (2p - p^2) = 1/7 at p = 1/4
-    assert p == pytest.approx(0.25, abs=0.01) and overlap["1-2"]["jaccard_chance"] == pytest.approx(1 / 7, rel=0.05)
+    assert p == pytest.approx(0.25, abs=0.01)
+    assert overlap["1-2"]["jaccard_chance"] == pytest.approx(1 / 7, rel=0.05)
     assert overlap["1-2"]["ratio"] == pytest.approx(7, rel=0.05)
     assert "mask overlap 1-3" in capsys.readouterr().out
 

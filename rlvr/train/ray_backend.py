@@ -1,0 +1,242 @@
+"""Ray backend of the async pipeline (``pipeline.backend=ray``): generators, the verifier and the
+trainer run as Ray actors; the lag logic is the local one (:mod:`rlvr.train.pipeline`).
+
+- The trainer actor runs the ordinary training loop (:func:`rlvr.train.loop.train`); the driver
+  only starts Ray (or joins ``pipeline.ray_address``) and waits (``pipeline.ray_trainer_actor=false``
+  keeps the trainer in the driver process).
+- In the trainer, one thin thread per generator claims positions in the :class:`LagQueue` and
+  draws prompts exactly as a local worker does, then hands the prompts to its
+  :class:`GeneratorActor` and the rollouts (by object reference, not through the trainer) to the
+  shared :class:`VerifierActor`.
+- Weights: after each step the trainer puts its parameters, in buckets, into the object store and
+  posts the reference on a :class:`WeightBoard`; generator actors poll it between decoding chunks
+  (in-flight update) and copy a newer version in.
+- Every ``ray.get`` has ``pipeline.timeout_s``; a dead or stuck actor raises in its worker thread,
+  which replaces the actor (up to ``pipeline.max_restarts`` times) or stops the run with the error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from rlvr.errors import UserError
+from rlvr.train.distributed import bucket_layout, pack, parameters_of, unpack_into
+
+IN_TRAINER_ENV = "RLVR_RAY_TRAINER_ACTOR"
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("pipeline.backend=ray needs Ray; pip install 'rlvr[ray]' or set "
+                        "pipeline.backend=local") from None
+    return ray
+
+
+def ensure_ray(pc) -> bool:
+    """Start a local Ray instance (``ray_num_cpus`` CPUs, no dashboard) or connect to
+    ``pipeline.ray_address``; True if this call started/connected it (and must shut it down)."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if pc.ray_address:
+        ray.init(address=pc.ray_address, include_dashboard=False)
+    else:
+        ray.init(num_cpus=pc.ray_num_cpus, include_dashboard=False)
+    return True
+
+
+def actor_cpus(pc, role: str) -> float:
+    """Ray CPU reservation per actor: on a local instance everything fits in ``ray_num_cpus``
+    (trainer 1/4, verifier 1/8, generators share the remaining 5/8); on a cluster one CPU each."""
+    if pc.ray_address:
+        return 1.0
+    share = {"trainer": 0.25, "verifier": 0.125, "generator": 0.625 / pc.workers}[role]
+    return share * pc.ray_num_cpus
+
+
+class WeightBoard:
+    """Actor: the latest published version and the object reference of its weight buckets."""
+
+    def __init__(self):
+        self.version, self.ref = -1, None
+
+    def publish(self, version: int, refs: list) -> None:
+        self.version, self.ref = version, refs[0]
+
+    def latest(self, have: int):
+        """None if ``have`` is current, else (version, [ref]) (wrapped so Ray does not resolve it)."""
+        return None if self.version <= have else (self.version, [self.ref])
+
+
+class GeneratorActor:
+    """Actor: one generator's model copy; samples rows, pulling new weights between chunks."""
+
+    def __init__(self, cfg, model, tok, params, board, idx: int):
+        torch.set_num_threads(1)
+        self.cfg, self.model, self.tok, self.params, self.board = cfg, model.eval(), tok, params, board
+        self.model.requires_grad_(False)
+        self.layout = bucket_layout(parameters_of(self.model), cfg.pipeline.bucket_mb << 20)
+        self.version, self.idx = -1, idx
+        self.sync()
+        seed = cfg.train.seed * 1_000_003 + idx * 7919 + self.version * 104_729
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def sync(self) -> int | None:
+        ray, t = _ray(), self.cfg.pipeline.timeout_s
+        news = ray.get(self.board.latest.remote(self.version), timeout=t)
+        if news is None:
+            return None
+        version, (ref,) = news
+        unpack_into(parameters_of(self.model), self.layout, ray.get(ref, timeout=t))
+        self.version = version
+        return version
+
+    def generate(self, prompts: list[str]):
+        from rlvr.rollout.engine import encode_prompts
+        from rlvr.rollout.sample import generate
+
+        self.sync()
+        ids, mask = encode_prompts(self.tok, prompts)
+        rb = generate(self.model, ids, mask, self.params, eos_id=self.tok.eos_id, pad_id=self.tok.pad_id,
+                      version=self.version, generator=self.gen, weight_sync=self.sync,
+                      sync_every=self.cfg.pipeline.sync_every)
+        rb.texts = [self.tok.decode(row[m]) for row, m in zip(rb.completion_ids, rb.completion_mask)]
+        return rb
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class VerifierActor:
+    """Actor: the task's verifier and the reward function (off the trainer's critical path)."""
+
+    def __init__(self, cfg, max_new_tokens: int):
+        from rlvr.train.loop import get_task
+
+        self.cfg, self.task, self.max_new_tokens = cfg, get_task(cfg), max_new_tokens
+
+    def score(self, rb, problems: list) -> tuple:
+        from rlvr.train.pipeline import score_rollouts
+
+        G = self.cfg.algo.group_size
+        return rb, score_rollouts(self.cfg, self.task, rb, problems, G, self.max_new_tokens)
+
+    def ping(self) -> bool:
+        return True
+
+
+class RayProducer:
+    """A worker thread's handle on its generator actor (``__call__`` as LocalProducer's)."""
+
+    def __init__(self, backend: RayBackend, idx: int):
+        self.backend, self.idx = backend, idx
+        self.actor = backend.new_generator(idx)
+
+    def __call__(self, problems: list, chunk: int) -> tuple:
+        from rlvr.train.pipeline import make_groups
+
+        ray, cfg = _ray(), self.backend.cfg
+        G = cfg.algo.group_size
+        rb_ref = self.actor.generate.remote([p.prompt for p in problems for _ in range(G)])
+        verifier = self.backend.verifier()
+        try:
+            rb, scored = ray.get(verifier.score.remote(rb_ref, problems), timeout=cfg.pipeline.timeout_s)
+        except BaseException:
+            ray.kill(self.actor, no_restart=True)  # a dead or stuck generator is replaced on restart
+            self.backend.check_verifier(verifier)
+            raise
+        return make_groups(cfg, rb, *scored, problems, self.idx, chunk)
+
+
+class RayBackend:
+    """Generator and verifier actors for :class:`rlvr.train.pipeline.Pipeline`; weights by object store."""
+
+    def __init__(self, st):
+        import copy
+        import threading
+
+        ray = _ray()
+        self.cfg, pc = st.cfg, st.cfg.pipeline
+        self.started = ensure_ray(pc)
+        self._gen_cls = ray.remote(num_cpus=actor_cpus(pc, "generator"))(GeneratorActor)
+        self._ver_cls = ray.remote(num_cpus=actor_cpus(pc, "verifier"), max_concurrency=max(2, pc.workers))(
+            VerifierActor)
+        self.board = ray.remote(num_cpus=0)(WeightBoard).remote()
+        self._layout = bucket_layout(parameters_of(st.model), pc.bucket_mb << 20)
+        self.publish(st.model, st.step)
+        template = copy.deepcopy(st.model).eval().requires_grad_(False)
+        self._model_ref, self._tok, self._params = ray.put(template), st.tok, st.params
+        self._lock = threading.Lock()
+        self._verifier = self._ver_cls.remote(self.cfg, st.params.max_new_tokens)
+        self.actors: list = []
+
+    def new_generator(self, idx: int):
+        actor = self._gen_cls.remote(self.cfg, self._model_ref, self._tok, self._params, self.board, idx)
+        self.actors.append(actor)
+        return actor
+
+    def verifier(self):
+        with self._lock:
+            return self._verifier
+
+    def check_verifier(self, handle) -> None:
+        """Replace the verifier actor if it does not answer (after a failed call)."""
+        ray = _ray()
+        try:
+            ray.get(handle.ping.remote(), timeout=min(30.0, self.cfg.pipeline.timeout_s))
+        except Exception:  # noqa: BLE001 - dead or stuck: replace it
+            with self._lock:
+                if self._verifier is handle:
+                    ray.kill(handle, no_restart=True)
+                    self._verifier = self._ver_cls.remote(self.cfg, self._params.max_new_tokens)
+
+    def producer(self, idx: int) -> RayProducer:
+        return RayProducer(self, idx)
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        ray = _ray()
+        ref = ray.put(pack(parameters_of(model), self._layout))
+        ray.get(self.board.publish.remote(version, [ref]), timeout=self.cfg.pipeline.timeout_s)
+
+    def close(self) -> None:
+        ray = _ray()
+        for a in [*self.actors, self._verifier, self.board]:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if self.started:
+            ray.shutdown()
+
+
+class TrainerActor:
+    """Actor: runs :func:`rlvr.train.loop.train` (which builds the pipeline from inside Ray)."""
+
+    def run(self, cfg, run_dir: str, resume: bool, progress: str | None, extra_steps: int | None) -> str:
+        from rlvr.train.loop import train
+
+        os.environ[IN_TRAINER_ENV] = "1"
+        if resume:
+            return str(train(resume=run_dir, progress=progress, extra_steps=extra_steps))
+        return str(train(cfg, run_dir=run_dir, progress=progress))
+
+
+def train_in_trainer_actor(cfg, run: Path, resume: bool, progress: str | None, extra_steps: int | None):
+    """Run the whole training loop in a Ray trainer actor; None when already inside one (or when
+    ``pipeline.ray_trainer_actor`` is false), so the caller trains in-process."""
+    if os.environ.get(IN_TRAINER_ENV) or not cfg.pipeline.ray_trainer_actor:
+        return None
+    ray = _ray()
+    started = ensure_ray(cfg.pipeline)
+    try:
+        actor = ray.remote(num_cpus=actor_cpus(cfg.pipeline, "trainer"))(TrainerActor).remote()
+        return Path(ray.get(actor.run.remote(cfg, str(run), resume, progress or "plain", extra_steps)))
+    finally:
+        if started:
+            ray.shutdown()

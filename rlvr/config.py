@@ -241,6 +241,8 @@ class TrainConfig:
     """Checkpoint every this many steps (and at the end)."""
     keep_last: int = 2
     """Rolling checkpoints to keep (milestones are kept too)."""
+    milestone_every: int = 0
+    """Also keep every checkpoint whose step is a multiple of this, never pruned (0 = none)."""
     seed: int = 0
     """Seed of sampling, data order and initialisation."""
     deterministic: bool = False

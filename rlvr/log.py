@@ -128,7 +128,8 @@ class Progress:
         self._bar = None
         if mode == "bar":
             try:
-                from rich.progress import BarColumn, Progress as RP, TextColumn, TimeRemainingColumn
+                from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+                from rich.progress import Progress as RP
 
                 self._bar = RP(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                                "{task.total}"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),

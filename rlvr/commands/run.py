@@ -41,12 +41,14 @@ def run(args) -> int:
     trained = latest_good_checkpoint(run_dir)
     result = evaluate_pair(cfg, base, trained, run_dir)
     report = None
-    try:
+    try:  # the numbers are saved already; a failing plot must not fail the run
         from rlvr.report.html import write_report
 
         report = write_report([run_dir], run_dir / "report.html")
-    except ImportError:
-        pass
+    except Exception as e:  # noqa: BLE001
+        from rlvr.log import warn
+
+        warn(f"report failed: {e}")
     print_summary(result, run_dir, report, {"base model": t_base, "RL": t_train, "total": time.time() - t0})
     return 0
 

@@ -69,8 +69,9 @@ def metric_axes(runs: Mapping[str, Rows], keys: Sequence[str], title: str) -> An
     ``flops`` (right); None if no key was logged.
 
     One colour per run, one line style per key (e.g. clip_frac_low solid, clip_frac_high
-    dashed); the line label is the run name (``run: key`` when the figure has several keys).
+    dashed); the line label is the run name (``run: key`` for a group of several keys).
     Sparse metrics (held-out evaluations) get markers."""
+    several = len(keys) > 1
     keys = logged_keys(runs, keys)
     if not keys:
         return None
@@ -80,7 +81,7 @@ def metric_axes(runs: Mapping[str, Rows], keys: Sequence[str], title: str) -> An
     colors = _colors()
     for i, (name, rows) in enumerate(runs.items()):
         for j, key in enumerate(keys):
-            label = name if len(keys) == 1 else f"{name}: {key}"
+            label = f"{name}: {key}" if several else name
             for ax, x in zip(axes, ("step", "flops")):
                 xs, ys = series(rows, x, key)
                 if not xs:

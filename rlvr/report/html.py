@@ -87,10 +87,8 @@ def load_run(path: Path, name: str | None = None) -> RunData:
 
 def _unique_names(paths: Sequence[Path]) -> list[str]:
     """Directory names, prefixed by the parent (then numbered) where two runs share a name."""
-    names = [Path(p).resolve().name for p in paths]
-    for i, p in enumerate(paths):
-        if names.count(names[i]) > 1:
-            names[i] = f"{Path(p).resolve().parent.name}/{names[i]}"
+    base = [Path(p).resolve().name for p in paths]
+    names = [f"{Path(p).resolve().parent.name}/{n}" if base.count(n) > 1 else n for p, n in zip(paths, base)]
     seen: dict[str, int] = {}
     out = []
     for n in names:
@@ -105,6 +103,8 @@ def _e(x: Any) -> str:
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
+    """A table cell: ints with thousands separators, floats to ``digits`` places (3 significant
+    digits when very large or small), None/NaN as a dash, anything else escaped."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     if isinstance(v, bool):
@@ -118,13 +118,8 @@ def _fmt(v: Any, digits: int = 3) -> str:
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], table_id: str) -> str:
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c if isinstance(c, _Raw) else _fmt(c)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
     return f'<table id="{table_id}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
-
-
-class _Raw(str):
-    """A table cell that is already HTML."""
 
 
 def _figure(fig_id: str, alt: str, uri: str | None, caption: str = "", what: str | None = None) -> str:
@@ -163,6 +158,7 @@ def _pk(block: Mapping, k: str) -> Any:
 
 
 def summary_section(runs: Sequence[RunData]) -> str:
+    """One row per run: final reward, held-out pass@1 first/last, pass@k from eval.json, cost."""
     head = ["run", "steps", "final reward", "held-out pass@1 first", "held-out pass@1 last",
             "base pass@1", "trained pass@1", "base pass@k_max", "trained pass@k_max", "k_max",
             "wall time (s)", "samples", "FLOPs"]
@@ -182,6 +178,7 @@ def summary_section(runs: Sequence[RunData]) -> str:
 
 
 def training_section(runs: Sequence[RunData]) -> str:
+    """One two-panel figure (step | FLOPs) per metric group; "not logged" for absent ones."""
     metrics = {r.name: r.rows for r in runs}
     parts = ['<section id="training"><h2>Training curves</h2>',
              "<p class='meta'>left: against RL step; right: against cumulative compute (FLOPs)</p>"]
@@ -220,6 +217,7 @@ def _support_table(supports: Mapping[str, Mapping]) -> str:
 
 
 def evaluation_section(runs: Sequence[RunData]) -> str:
+    """pass@k curves (CI bands) and tables, support analysis, retention, from each eval.json."""
     from rlvr.eval.support import CATEGORIES
 
     evals = {r.name: r.eval for r in runs if r.eval}
@@ -229,11 +227,11 @@ def evaluation_section(runs: Sequence[RunData]) -> str:
     parts.append('<div id="passk"><h3>pass@k</h3>')
     parts.append(_figure("fig-passk", "pass@k curves, base vs trained, with CI bands",
                          figures.passk_figure(evals)))
-    for name, result in evals.items():
+    for i, (name, result) in enumerate(evals.items()):
         rows, ks = _eval_rows(name, result)
         head = ["model", "problems", "n", *[f"pass@{k}" for k in ks], "token entropy", "answer entropy",
                 "mean tokens", "perplexity under base"]
-        parts.append(_table(head, rows, f"passk-table-{len(parts)}"))
+        parts.append(_table(head, rows, f"passk-table-{i}"))
     parts.append("</div><div id='support'><h3>Support (base vs trained)</h3>")
     supports = {n: e["support"] for n, e in evals.items() if e.get("support")}
     if supports:
@@ -256,7 +254,8 @@ def _retention(evals: Mapping[str, Mapping]) -> str:
     if not rows:
         return ""
     head = ["run", "task", "base accuracy", "trained accuracy", "base gold ppl", "trained gold ppl"]
-    return "<div id='retention'><h3>Retention (non-target tasks)</h3>" + _table(head, rows, "retention-table") + "</div>"
+    table = _table(head, rows, "retention-table")
+    return f"<div id='retention'><h3>Retention (non-target tasks)</h3>{table}</div>"
 
 
 def _fit_run(run: RunData) -> tuple[Any, list[Any]]:
@@ -274,13 +273,14 @@ def _fit_run(run: RunData) -> tuple[Any, list[Any]]:
     C, R = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
     try:
         fit = fit_sigmoid(C, R, R0=float(R[0]))
-    except UserError as e:
+    except (UserError, ValueError, ArithmeticError, np.linalg.LinAlgError) as e:  # a report never fails on a fit
         return None, [run.name, len(pts), None, None, None, None, None, None, str(e)]
     row = [run.name, fit.n_points, fit.A, fit.B, fit.C_mid, fit.R0, fit.rmse, fit.bent, fit.message or "ok"]
     return CurveSeries(run.name, C, R, np.ones_like(C, dtype=bool), fit), row
 
 
 def scaling_section(runs: Sequence[RunData]) -> str:
+    """ScaleRL sigmoid fit of held-out pass@1 against FLOPs per run (>= MIN_FIT_POINTS evaluations)."""
     fitted = [_fit_run(r) for r in runs]
     curves = [c for c, _ in fitted if c is not None]
     head = ["run", "points", "A (ceiling)", "B (efficiency)", "C_mid", "R0", "rmse", "bent", "note"]
@@ -291,13 +291,16 @@ def scaling_section(runs: Sequence[RunData]) -> str:
     if curves:
         parts.append(_figure("fig-scaling", "scaling fit of held-out pass rate against compute",
                              figures.scaling_figure(curves)))
-    else:
+    elif all(row[1] < MIN_FIT_POINTS for _, row in fitted):
         parts.append(_missing(f"not enough points for a scaling fit (need {MIN_FIT_POINTS} held-out "
                               "evaluations with compute > 0; lower train.eval_every)"))
+    else:
+        parts.append(_missing("no run could be fitted; see the note column"))
     return "".join(parts) + "</section>"
 
 
 def config_section(runs: Sequence[RunData]) -> str:
+    """The resolved config.yaml of each run, collapsed."""
     parts = ['<section id="config"><h2>Config</h2>']
     for r in runs:
         body = f"<pre>{_e(r.config_text)}</pre>" if r.config_text is not None else _missing("config.yaml not found")

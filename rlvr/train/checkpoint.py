@@ -87,12 +87,37 @@ def save_checkpoint(run_dir: str | Path, st, keep_last: int = 2, milestone: bool
             shutil.rmtree(final)
         os.replace(tmp, final)
         _fsync_dir(root)
-    except OSError as e:
+    except Exception as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise UserError(f"could not write checkpoint {final} ({e.strerror or e}); the previous checkpoint "
-                        "is intact; free disk space and resume with --resume") from None
+        if not _is_write_error(e):
+            raise
+        raise UserError(f"could not write checkpoint {final} ({type(e).__name__}: {e}; {_free_mb(root)} MB "
+                        "free); the previous checkpoint is intact; free disk space and resume with --resume"
+                        ) from None
     _prune(root, keep_last)
     return final
+
+
+def _is_write_error(e: BaseException) -> bool:
+    """A failed write: OSError (ENOSPC, EFBIG, EIO), and the forms a full disk takes in the
+    serialisers (torch.save: RuntimeError from its zip writer; safetensors: SafetensorError)."""
+    return isinstance(e, OSError | RuntimeError) or type(e).__name__ == "SafetensorError"
+
+
+def _free_mb(d: Path) -> int:
+    try:
+        return shutil.disk_usage(d).free >> 20
+    except OSError:
+        return -1
+
+
+def remove_partial(run_dir: str | Path) -> list[Path]:
+    """Delete ``checkpoints/.tmp_step_*`` left by a crash during a write; returns what was removed."""
+    root = Path(run_dir) / "checkpoints"
+    gone = sorted(root.glob(".tmp_step_*")) if root.exists() else []
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return gone
 
 
 def _prune(root: Path, keep_last: int) -> None:

@@ -185,10 +185,11 @@ def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLo
 # ----------------------------------------------------------------------------- evaluation
 def evaluate_policy(cfg: RunConfig, model, tok, task) -> dict:
     """pass@k (k in KS, k <= eval_samples) on held-out target problems, mean response length, and
-    greedy accuracy on each retention task."""
+    for each retention task the greedy accuracy and the per-token NLL of its gold answers."""
     from rlvr.eval.generate import samples_for
     from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
     from rlvr.tasks.registry import get_task
+    from rlvr.train.sft import sft_loss
 
     ex = cfg.excursions
     problems = task.problems("heldout", ex.eval_problems)
@@ -208,6 +209,8 @@ def evaluate_policy(cfg: RunConfig, model, tok, task) -> dict:
         greedy = SamplingConfig(temperature=0.0, max_new_tokens=24)
         rr = samples_for(model, tok, rt, rp, 1, greedy, cfg.train.seed)
         out[f"retention_{name}"] = sum(r["correct"] for r in rr) / max(1, len(rr))
+        with torch.no_grad():  # likelihood of the gold answers: moves even where accuracy is 0
+            out[f"retention_{name}_nll"] = float(sft_loss(model, tok, [(p.prompt, p.solutions[0]) for p in rp]))
     return out
 
 

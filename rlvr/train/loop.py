@@ -6,6 +6,7 @@ Read :func:`train` top to bottom; one step is :func:`rlvr.train.step.rl_step`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from rlvr.config import RunConfig, dump_yaml, load_config
 from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress, warn
 from rlvr.rollout.engine import sample, sample_params, verify_all
-from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, save_checkpoint
+from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, remove_partial, save_checkpoint
 from rlvr.train.data import PromptSampler
 from rlvr.train.step import TrainState
 
@@ -47,7 +48,15 @@ def build_state(cfg: RunConfig, model, tok) -> TrainState:
         torch.set_num_threads(1)
     torch.manual_seed(cfg.train.seed)
     task = get_task(cfg)
+    params = sample_params(cfg.sampling, tok, self_certainty=cfg.reward.kind not in ("verifier",))
+    counters: dict = {}
     problems = task.problems("train", cfg.task.train_size or None)
+    skipped = getattr(task, "skipped", None)  # malformed dataset rows dropped by the loader
+    if isinstance(skipped, dict) and skipped.get("train"):
+        counters["bad_rows_skipped"] = skipped["train"]
+        warn(f"task {cfg.task.name}: skipped {skipped['train']} malformed training rows "
+             "(missing, empty or wrong-type fields)")
+    problems = fitting_problems(problems, model, tok, params, counters, "train")
     ref = None
     if cfg.loss.kl_coef > 0:  # a frozen reference only when the KL anchor is on
         import copy
@@ -60,20 +69,50 @@ def build_state(cfg: RunConfig, model, tok) -> TrainState:
         from rlvr.algo.curriculum import PassRateTracker
 
         tracker = PassRateTracker(cfg.algo.npr_threshold)
-    intrinsic = cfg.reward.kind not in ("verifier",)
     return TrainState(cfg=cfg, model=model, tok=tok, task=task, opt=opt,
-                      data=PromptSampler(problems, cfg.train.seed),
-                      params=sample_params(cfg.sampling, tok, self_certainty=intrinsic),
+                      data=PromptSampler(problems, cfg.train.seed), params=params, counters=counters,
                       gen=torch.Generator().manual_seed(cfg.train.seed), ref_model=ref, tracker=tracker)
+
+
+def context_limit(model) -> int | None:
+    """Maximum sequence length of the policy (tiny: model.cfg.context; HF: max_position_embeddings)."""
+    if getattr(getattr(model, "cfg", None), "kind", "tiny") == "hf":
+        return getattr(getattr(getattr(model, "lm", None), "config", None), "max_position_embeddings", None)
+    return getattr(getattr(model, "cfg", None), "context", None)
+
+
+def fitting_problems(problems: list, model, tok, params, counters: dict | None = None, split: str = "train"):
+    """The problems whose prompt (with BOS) plus the completion budget (max_new_tokens, and the
+    interruption text + extra tokens when on) fits the policy's context; the others are skipped,
+    counted in ``counters["long_prompts_skipped"]`` and warned about. None fit -> UserError."""
+    limit = context_limit(model)
+    if limit is None or not problems:
+        return problems
+    budget = params.max_new_tokens + (len(params.interruption_ids) + params.interruption_extra
+                                      if params.interruption_budget else 0)
+    lengths = tok.batch_encode_left([p.prompt for p in problems])[1].sum(1).tolist()
+    kept = [p for p, n in zip(problems, lengths) if n + budget <= limit]
+    skipped = len(problems) - len(kept)
+    if skipped and counters is not None:
+        counters["long_prompts_skipped"] = counters.get("long_prompts_skipped", 0) + skipped
+    if skipped:
+        warn(f"{split}: skipped {skipped}/{len(problems)} prompts longer than the context allows "
+             f"({limit} tokens - {budget} for the completion); longest is {max(lengths)} tokens")
+    if not kept:
+        raise UserError(f"every {split} prompt is longer than model context {limit} minus the completion "
+                        f"budget {budget}; lower sampling.max_new_tokens or use a longer-context model")
+    return kept
 
 
 def heldout_pass_rate(st: TrainState, n_problems: int, seed: int) -> float:
     """Held-out pass@1: one sample per problem at the training temperature (own RNG stream,
     so evaluating does not change the training trajectory)."""
-    problems = st.task.problems("heldout", n_problems)
+    problems = fitting_problems(st.task.problems("heldout", n_problems), st.model, st.tok, st.params,
+                                None, "heldout")
     gen = torch.Generator().manual_seed(seed)
     rb = sample(st.model, st.tok, [p.prompt for p in problems], st.params, version=st.version, generator=gen)
-    verdicts = verify_all(st.task, rb.texts, problems)
+    verdicts = verify_all(st.task, rb.texts, problems, failure_value=st.cfg.train.reward_failure_value,
+                          timeout_s=st.cfg.reward.timeout_s)
     return sum(v.correct for v in verdicts) / max(1, len(verdicts))
 
 
@@ -85,6 +124,21 @@ def new_run_dir(cfg: RunConfig) -> Path:
         d = Path(cfg.train.out_dir) / f"{cfg.name}-{stamp}-{i}"
         i += 1
     return d
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _log_line(log: MetricsLog, m: dict) -> None:
+    """Append the metrics line; a failed write (disk full) becomes a one-line UserError."""
+    try:
+        log.write(m)
+    except OSError as e:
+        raise UserError(f"could not append to {log.path} ({e.strerror or e}); checkpoints up to the last one "
+                        "are intact; free disk space and resume with --resume") from None
 
 
 def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resume: str | Path | None = None,
@@ -99,7 +153,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
     else:
         run = Path(run_dir) if run_dir else new_run_dir(cfg)
         run.mkdir(parents=True, exist_ok=True)
-    (run / "config.yaml").write_text(dump_yaml(cfg))
+    _atomic_write(run / "config.yaml", dump_yaml(cfg))  # a kill here must not leave a torn config
     mode = progress or cfg.log.progress
     if cfg.pipeline.mode == "async" and cfg.pipeline.backend == "ray":  # the trainer runs as a Ray actor
         from rlvr.train.ray_backend import train_in_trainer_actor
@@ -111,6 +165,8 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
     st = build_state(cfg, model, tok)
     start = 0
     if resume is not None:
+        for d in remove_partial(run):
+            warn(f"removed {d.name}: a checkpoint write interrupted by a crash")
         ckpt = latest_good_checkpoint(run)
         if ckpt is not None:
             load_checkpoint_into(ckpt, st)
@@ -134,17 +190,21 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             if (every and st.step % every == 0) or st.step == cfg.train.steps or st.step == 1:
                 m["heldout_pass_rate"] = heldout_pass_rate(st, cfg.train.eval_problems, cfg.train.seed + 7)
             if st.nan_steps >= cfg.train.max_nan_steps:
-                log.write(m)
+                _log_line(log, m)
                 raise UserError(f"stopping: {st.nan_steps} steps had NaN/Inf loss or gradients "
                                 f"(train.max_nan_steps={cfg.train.max_nan_steps}); lower optim.lr")
-            log.write(m)  # before the checkpoint: a resume truncates to the checkpoint's step
+            _log_line(log, m)  # before the checkpoint: a resume truncates to the checkpoint's step
             if st.step % cfg.train.checkpoint_every == 0 or st.step == cfg.train.steps:
-                save_checkpoint(run, st, cfg.train.keep_last)
+                ms = cfg.train.milestone_every
+                save_checkpoint(run, st, cfg.train.keep_last, milestone=bool(ms) and st.step % ms == 0)
             bar.update(1, **m)
     finally:
         close_pipeline()
         bar.close()
-        log.close()
+        try:
+            log.close()
+        except OSError:  # only a line whose write already failed (and was reported) is pending
+            pass
     (run / "train_summary.json").write_text(json.dumps({"steps": st.step, "counters": st.counters,
                                                         "wall_s": st.wall_s}, indent=1))
     return run

@@ -68,7 +68,7 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     milestone_frac = {max(1, round(m * total)): m for m in pre.milestones} | {total: 1.0}
     milestones = sorted(milestone_frac)
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         (decay if p.dim() >= 2 else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=pre.lr, betas=(0.9, 0.95), fused=False)

@@ -17,13 +17,17 @@ from rlvr.algo.advantages import group_advantages, overlong_penalty, zero_varian
 from rlvr.algo.curriculum import PassRateTracker
 from rlvr.algo.diagnostics import entropy_dynamics, token_stats_from_logits
 from rlvr.config import RunConfig
+from rlvr.errors import UserError
 from rlvr.log import warn
-from rlvr.rollout.engine import concat_batches, sample, select_rows, verify_all
+from rlvr.rollout.engine import concat_batches, sample, select_rows, verify_checked
 from rlvr.rollout.sample import SampleParams
 from rlvr.train.data import PromptSampler
 from rlvr.train.logprobs import completion_logits, score, sequences, token_logprobs
 from rlvr.train.rewarding import compute_rewards
 from rlvr.train.schedule import lr_at
+
+
+SUMMED = ("loss", "policy_loss")  # micro-batch stats that add up (weights are mini-batch-normalised)
 
 
 @dataclass
@@ -49,6 +53,7 @@ class TrainState:
     nan_steps: int = 0
     last_entropy: float | None = None
     counters: dict = field(default_factory=dict)
+    last_nan_step: int = -1  # st.step when nan_steps was last raised (not checkpointed)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -69,11 +74,34 @@ def rollout_round(st: TrainState, problems: list) -> tuple:
     G = st.cfg.algo.group_size
     rows = [p for p in problems for _ in range(G)]
     rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=st.gen)
-    verdicts = verify_all(st.task, rb.texts, rows)
+    verdicts = checked_verdicts(st, rb.texts, rows)
     reward_B, extra = compute_rewards(st.cfg.reward, rb, verdicts, G, [p.answer for p in problems])
     if st.cfg.algo.overlong_cache:
         reward_B = reward_B + overlong_penalty(rb.lengths, st.params.max_new_tokens, st.cfg.algo.overlong_cache)
     return rb, verdicts, reward_B, extra
+
+
+def checked_verdicts(st: TrainState, texts: list[str], rows: list) -> list:
+    """B verdicts with reward failures isolated: a verifier that raises or runs past
+    ``reward.timeout_s`` scores ``train.reward_failure_value``, is counted (``reward_failures``,
+    ``reward_timeouts``) and logged with its exception text. More than
+    ``train.max_reward_failure_rate`` failed in one round stops the run with a UserError."""
+    tc = st.cfg.train
+    rep = verify_checked(st.task, texts, rows, failure_value=tc.reward_failure_value,
+                         timeout_s=st.cfg.reward.timeout_s)
+    if rep.failures:
+        n, B = len(rep.failures), len(texts)
+        st.count("reward_failures", n)
+        if rep.timeouts:
+            st.count("reward_timeouts", rep.timeouts)
+        row, msg = rep.failures[0]
+        warn(f"step {st.step + 1}: {n}/{B} reward calls failed and were scored {tc.reward_failure_value} "
+             f"(first, row {row}: {msg})")
+        if n / B > tc.max_reward_failure_rate:
+            raise UserError(f"step {st.step + 1}: {n}/{B} reward calls failed (first: {msg}), more than "
+                            f"train.max_reward_failure_rate={tc.max_reward_failure_rate}; fix the reward "
+                            "function or raise train.max_reward_failure_rate")
+    return rep.verdicts
 
 
 def collect(st: TrainState) -> tuple:
@@ -82,7 +110,7 @@ def collect(st: TrainState) -> tuple:
     a, P, G = st.cfg.algo, st.cfg.algo.prompts_per_step, st.cfg.algo.group_size
     retired = st.tracker.retired if st.tracker else frozenset()
     parts, seen = [], []
-    for rnd in range(a.dynamic_max_rounds if a.dynamic_sampling else 1):
+    for _ in range(a.dynamic_max_rounds if a.dynamic_sampling else 1):
         problems = st.data.next(P, retired)
         rb, verdicts, reward_B, extra = rollout_round(st, problems)
         seen.append((rb, verdicts, reward_B, extra, problems))
@@ -154,9 +182,9 @@ def policy_update(st: TrainState, rb, adv_B: torch.Tensor, mask: torch.Tensor) -
             for mrows, mw in zip(rows.split(micro), w.split(micro)):
                 s = _micro_step(st, rb, mrows, mw, old_logp, ref_logp, adv_B, mask, name, lcfg, temp,
                                 diag=epoch == 0 and n_updates == 0 and len(stats) == 0)
-                for k, v in s.items():
-                    stats[k] = stats.get(k, 0.0) + v * len(mrows) / len(rows)
-            stats["grad_norm"] = _clip_and_step(st)
+                for k, v in s.items():  # losses are partial sums; other stats are means over rows
+                    stats[k] = stats.get(k, 0.0) + (v if k in SUMMED else v * len(mrows) / len(rows))
+            stats["grad_norm"] = _clip_and_step(st, finite_loss=math.isfinite(stats.get("loss", 0.0)))
             n_updates += 1
             for k, v in stats.items():
                 agg[k] = agg.get(k, 0.0) + v
@@ -191,14 +219,17 @@ def _micro_step(st, rb, rows, w, old_logp, ref_logp, adv_B, mask, name, lcfg, te
     return out
 
 
-def _clip_and_step(st: TrainState) -> float:
+def _clip_and_step(st: TrainState, finite_loss: bool = True) -> float:
+    """Clip and apply the accumulated gradient; skipped (and counted once per step in
+    ``nan_steps``) when the loss of any micro-batch or the gradient norm is NaN/Inf."""
     params = [p for p in st.model.parameters() if p.requires_grad]
     clip = st.cfg.optim.grad_clip or float("inf")
     norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
-    if not math.isfinite(norm):
-        st.nan_steps += 1
-        st.count("nonfinite_grad_steps")
-        warn(f"step {st.step + 1}: non-finite gradient; optimiser step skipped "
+    if not finite_loss or not math.isfinite(norm):
+        if st.last_nan_step != st.step:  # several mini-batches of one step count once
+            st.nan_steps, st.last_nan_step = st.nan_steps + 1, st.step
+        st.count("nonfinite_grad_steps" if finite_loss else "nonfinite_loss_updates")
+        warn(f"step {st.step + 1}: non-finite {'gradient' if finite_loss else 'loss'}; optimiser step skipped "
              f"({st.nan_steps}/{st.cfg.train.max_nan_steps})")
         st.opt.zero_grad(set_to_none=True)
         return norm
@@ -240,7 +271,7 @@ def rl_step(st: TrainState, total_steps: int) -> dict:
         if rb.size and mask.any():
             upd = policy_update(st, rb, adv_P_G.reshape(-1), mask)  # 4. loss + optimiser
             st.tokens += int(rb.completion_mask.sum() + rb.prompt_mask.sum()) * cfg.algo.ppo_epochs
-            n_train_tokens = int((rb.completion_mask.sum() + rb.prompt_mask.sum())) * cfg.algo.ppo_epochs
+            n_train_tokens = int(rb.completion_mask.sum() + rb.prompt_mask.sum()) * cfg.algo.ppo_epochs
             fpt = _flops_per_token(st.model)
             st.flops += 3 * fpt * n_train_tokens + (fpt * n_train_tokens if st.ref_model is not None else 0)
     if not upd:

@@ -35,12 +35,13 @@ def test_grid_runs_then_reuses_finished_cells(grid, tmp_path, monkeypatch):
     assert by["parallel"]["sft_pairs"] == 16 and by["rl"]["sft_pairs"] == 0 and by["base"]["opt_steps"] == 0
     for r in rows:
         assert set(r) >= {"pass@1", "pass@8", "retention_strings"} and "pass@32" not in r  # k <= 8 samples
+        assert 0 < r["retention_strings_nll"] < 10
         assert 0 <= r["pass@1"] <= r["pass@8"] <= 1
     assert len((out / "m1.00" / "rl" / "metrics.jsonl").read_text().splitlines()) == 2
     md = (out / "table.md").read_text()
     assert "| 1.00 | parallel |" in md and "2 optimiser steps" in md
     assert {p.name for p in (out / "plots").iterdir()} == {"pass_at_1.png", "pass_at_8.png",
-                                                          "retention_strings.png"}
+                                                          "retention_strings.png", "retention_strings_nll.png"}
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("m1.00/*/done.json")}
     assert len(stamps) == 3
 

@@ -28,7 +28,8 @@ def test_wrong_type_and_invariant():
 
 
 def test_nested_override_and_round_trip(tmp_path):
-    cfg = load_config("quickstart", ["loss.eps_high=0.31", "task.knobs={max_value: 5}", "pretrain.milestones=[0.5,1.0]"])
+    over = ["loss.eps_high=0.31", "task.knobs={max_value: 5}", "pretrain.milestones=[0.5,1.0]"]
+    cfg = load_config("quickstart", over)
     assert cfg.loss.eps_high == 0.31 and cfg.task.knobs == {"max_value": 5} and cfg.pretrain.milestones == (0.5, 1.0)
     p = tmp_path / "resolved.yaml"
     p.write_text(dump_yaml(cfg))

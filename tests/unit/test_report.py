@@ -125,9 +125,17 @@ def test_scaling_fit_on_fixture_reports_parameters(fixture_html):
     part = fixture_html[fixture_html.index('<section id="scaling">'):]
     table = part[: part.index("</table>")]
     cells = re.findall(r"<td>(.*?)</td>", table)
-    n_held = sum("heldout_pass_rate" in r for r in _rows(FIXTURE))
-    assert cells[1] == str(n_held)
-    assert 0.0 <= float(cells[2]) <= 1.0  # A
+    import numpy as np
+
+    from rlvr.analysis.curves import fit_sigmoid
+
+    held = [(r["flops"], r["heldout_pass_rate"]) for r in _rows(FIXTURE) if "heldout_pass_rate" in r]
+    C, R = np.array(held).T
+    fit = fit_sigmoid(C, R, R0=float(R[0]))  # the same fit as `rlvr fit --n-boot 0`
+    assert cells[1] == str(len(held))
+    assert cells[2:4] == [f"{fit.A:.3f}", f"{fit.B:.3f}"]
+    assert cells[5] == f"{R[0]:.3f}"
+    assert cells[7] == ("yes" if fit.bent else "no")
     assert "not enough points" not in part
 
 
@@ -145,6 +153,13 @@ def test_overlay_two_runs_same_axes(tmp_path, fast_png):
     assert "<td>cispo</td>" in table and "<td>dapo</td>" in table
     assert len(_IMG.findall(html)) == len(METRIC_GROUPS) + 3  # overlaid, not one figure per run
     assert html.count("<details class='config'>") == 2
+
+
+def test_runs_with_the_same_name_get_distinct_labels(tmp_path, fast_png):
+    a = _copy_run(FIXTURE, tmp_path / "seed0" / "cispo")
+    b = _copy_run(FIXTURE, tmp_path / "seed1" / "cispo")
+    html = write_report([a, b], tmp_path / "r.html").read_text()
+    assert "<td>seed0/cispo</td>" in html and "<td>seed1/cispo</td>" in html
 
 
 def test_missing_metrics_and_eval_are_skipped(tmp_path, fast_png):

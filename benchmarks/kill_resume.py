@@ -18,6 +18,7 @@ a tiny model; nothing else is changed). Prints a table and a final machine-reada
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -91,36 +92,56 @@ def start_args(run: Path, steps: int, ckpt_every: int, seed: int) -> list[str]:
             f"train.seed={seed}", "train.eval_every=4", "train.keep_last=2", "--run-dir", str(run)]
 
 
-def kill_once(run: Path, mode: str, delay: float, args, log: Path) -> dict:
-    """Start (or resume) the run, SIGKILL it at the chosen moment; what the run dir looked like."""
+def fresh_tmp(run: Path, since: float) -> list[Path]:
+    """``.tmp_step_*`` dirs holding a file written after ``since`` (wall clock): the checkpoint this
+    trainer process is writing, not a leftover of a killed one."""
+    out = []
+    for d in tmp_dirs(run):
+        with contextlib.suppress(OSError):
+            if any(f.stat().st_mtime > since for f in d.iterdir()):
+                out.append(d)
+    return out
+
+
+def kill_once(run: Path, mode: str, delay: float, args, log: Path, target: str = "") -> dict:
+    """Start (or resume) the run and SIGKILL it at the chosen moment ("checkpoint": ``delay`` s after
+    the ``target`` checkpoint write begins; else ``delay`` s after launch); what the run dir looked like."""
+    before, since = good_step(run), time.time()
     proc = launch(start_args(run, args.steps, args.checkpoint_every, args.seed), log, args.slow_ckpt)
-    t0, seen_tmp = time.monotonic(), None
+    t0, seen = time.monotonic(), None
     while proc.poll() is None:
         now = time.monotonic() - t0
         if mode == "checkpoint":
-            live = [d for d in tmp_dirs(run) if any(d.iterdir())]
-            if live and seen_tmp is None:
-                seen_tmp = now
-            if seen_tmp is not None and now - seen_tmp >= delay:
+            if seen is None and any(d.name == target for d in fresh_tmp(run, since)):
+                seen = now
+            if seen is not None and now - seen >= delay:
                 break
         elif now >= delay:
             break
-        time.sleep(0.003)
-    tmp_at_kill = [d.name for d in tmp_dirs(run)]
-    files_at_kill = sorted(p.name for d in tmp_dirs(run) for p in d.iterdir()) if tmp_at_kill else []
+        time.sleep(0.002)
+    live = fresh_tmp(run, since)
+    files = sorted(p.name for d in live for p in d.iterdir())
     finished = proc.poll() is not None
     if not finished:
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     steps = metric_steps(run)
-    return {"mode": mode, "at_s": round(time.monotonic() - t0, 2), "killed": not finished,
-            "rc": proc.returncode, "tmp_at_kill": tmp_at_kill, "tmp_files": files_at_kill,
+    return {"mode": mode, "at_s": round(time.monotonic() - t0, 2), "killed": not finished, "rc": proc.returncode,
+            "resumed_from": before, "target": target if mode == "checkpoint" else "",
+            "tmp_at_kill": [d.name for d in live], "tmp_files": files,
             "good_ckpt": good_step(run), "metric_steps": len(steps), "last_step": steps[-1] if steps else 0}
 
 
-def run_to_end(run: Path, args, log: Path) -> int:
+def run_to_end(run: Path, args, log: Path) -> tuple[int, float]:
+    """Run (or resume) to the end -> (exit code, seconds from launch to the first new metrics line)."""
+    n0 = len(metric_steps(run))
     proc = launch(start_args(run, args.steps, args.checkpoint_every, args.seed), log, 0.0)
-    return proc.wait()
+    t0, first = time.monotonic(), None
+    while proc.poll() is None:
+        if first is None and len(metric_steps(run)) > n0:
+            first = time.monotonic() - t0
+        time.sleep(0.05)
+    return proc.returncode, first if first is not None else time.monotonic() - t0
 
 
 def stable(rows: list[dict]) -> list[dict]:
@@ -149,11 +170,14 @@ def final_checks(ref: Path, run: Path, steps: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = "| # | mode | killed at (s) | .tmp_step_* at kill | files in it | last good ckpt | metric lines |"
+    head = ("| # | kill moment (target) | started from ckpt | killed at (s after launch) | checkpoint being written "
+            "(files so far) | last good ckpt after kill | metric lines |")
     out = [head, "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
-        out.append(f"| {i} | {r['mode']} | {r['at_s']}{'' if r['killed'] else ' (had finished)'} | "
-                   f"{','.join(r['tmp_at_kill']) or '-'} | {len(r['tmp_files'])} | {r['good_ckpt']} | "
+        writing = f"{','.join(r['tmp_at_kill'])} ({len(r['tmp_files'])})" if r["tmp_at_kill"] else "-"
+        tgt = f" ({r['target'][5:]})" if r["target"] else ""
+        at = f"{r['at_s']}{'' if r['killed'] else ' (had exited)'}"
+        out.append(f"| {i} | {r['mode']}{tgt} | {r['resumed_from']} | {at} | {writing} | {r['good_ckpt']} | "
                    f"{r['metric_steps']} |")
     return "\n".join(out)
 
@@ -177,7 +201,7 @@ def main() -> int:
     log = out / "trainer.log"
     t0 = time.monotonic()
     ref = out / "reference"
-    rc = run_to_end(ref, args, log)
+    rc, t_start = run_to_end(ref, args, log)
     t_ref = time.monotonic() - t0
     if rc != 0:
         print(f"reference run failed (rc={rc}); see {log}", file=sys.stderr)
@@ -187,14 +211,23 @@ def main() -> int:
     rng.shuffle(modes)
     run, rows = out / "killed", []
     for mode in modes:
-        delay = rng.uniform(0.0, 4 * args.slow_ckpt) if mode == "checkpoint" else rng.uniform(0.5, 0.8 * t_ref)
-        rows.append(kill_once(run, mode, delay, args, log))
-    rc = run_to_end(run, args, log)
+        done = good_step(run) or 0
+        left = [k for k in range(done + 1, args.steps + 1) if k % args.checkpoint_every == 0]
+        target = f".tmp_step_{rng.choice(left):06d}" if left else ""
+        if mode == "checkpoint":  # somewhere inside the write of a random later checkpoint
+            delay = rng.uniform(0.0, 5 * args.slow_ckpt)
+        elif rng.random() < 0.25:  # during start-up (imports, model load, resume) or the first step
+            mode, delay = "startup", rng.uniform(0.0, t_start)
+        else:  # while training: anywhere in what is left of the run
+            delay = t_start + rng.uniform(0.0, (t_ref - t_start) * (args.steps - done) / args.steps)
+        rows.append(kill_once(run, mode, delay, args, log, target))
+    rc, _ = run_to_end(run, args, log)
     checks = final_checks(ref, run, args.steps)
     print(table(rows))
     ok = rc == 0 and checks["metrics_equal"] and checks["steps_ok"] and checks["weights_equal"] and not checks[
         "tmp_left"]
-    print(f"reference run {t_ref:.1f}s; final resume rc={rc}; checks: {json.dumps(checks)}")
+    print(f"reference run {t_ref:.1f}s (first step logged after {t_start:.1f}s); final resume rc={rc}; "
+          f"checks: {json.dumps(checks)}")
     during = sum(bool(r["tmp_at_kill"]) and r["killed"] for r in rows)
     print(json.dumps({"benchmark": "kill_resume", "kills": sum(r["killed"] for r in rows),
                       "kills_during_checkpoint_write": during, "steps": args.steps, **checks, "ok": ok,

@@ -418,6 +418,11 @@ def _coerce(value, tp, key: str):
         _check(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
         return dict(value)
     if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "1e-4" as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
         _check(isinstance(value, int | float) and not isinstance(value, bool), key,
                f"expected a number, got {value!r}")
         return float(value)

@@ -61,15 +61,17 @@ def _tensor_records(name: str, w0, w1s: list, k_spec, precision, method: str) ->
     from rlvr.analysis import updates
     from rlvr.analysis.weight_io import layer_index, tensor_kind
 
-    masks = [updates.update_mask(w0, w1, precision) for w1 in w1s]
+    floating = w0.is_floating_point() and all(w1.is_floating_point() for w1 in w1s)
+    # integer/bool buffers: exact comparison, sparsity only
+    masks = [updates.update_mask(w0, w1, precision) if floating else w0 != w1 for w1 in w1s]
     base = {"name": name, "kind": tensor_kind(name), "layer": layer_index(name), "shape": list(w0.shape),
             "numel": w0.numel()}
     records = [dict(base, changed=int(torch.count_nonzero(m).item())) for m in masks]
     for rec in records:
         rec["sparsity"] = 1.0 - rec["changed"] / max(1, rec["numel"])
-    if w0.ndim == 2 and min(w0.shape) > 1:
+    if floating and w0.ndim == 2 and min(w0.shape) > 1:
         k = updates.resolve_k(k_spec, *w0.shape)
-        spec0 = updates.spectrum(w0.float(), k, method)
+        spec0 = updates.spectrum(w0, k, method)
         for rec, w1, mask in zip(records, w1s, masks):
             rec.update(updates.compare_matrix(w0, w1, k, mask, spec0=spec0, method=method))
     return records, masks
@@ -77,7 +79,9 @@ def _tensor_records(name: str, w0, w1s: list, k_spec, precision, method: str) ->
 
 def analyse(base: str, tuned: list[str], k_spec: int | float = 16, precision="bf16", method: str = "gram",
             progress=None) -> dict:
-    """Stream the matched tensors of BASE and each TUNED model and return the JSON result."""
+    """Stream the matched tensors of BASE and each TUNED model and return the JSON result
+    (keys in docs/commands/weights.md); ``progress(i, total, name)`` is called after each tensor."""
+    tuned = [tuned] if isinstance(tuned, str) else list(tuned)
     from rlvr.analysis import updates
     from rlvr.analysis.weight_io import WeightSource, iter_matched, matched_names
 

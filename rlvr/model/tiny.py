@@ -69,8 +69,9 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int):
         B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        qkv = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(qkv[:2], cos, sin)  # q and k rotated in one call
+        v = qkv[2]
         if cache is not None:
             s = cache.length
             cache.k[layer, :, :, s : s + T] = k

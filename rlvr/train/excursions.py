@@ -305,8 +305,8 @@ def budget_note(cfg: RunConfig) -> str:
             f"SFT steps {sft_batch_size(cfg)} pairs; "
             f"distill: the teacher draws {ex.steps * R} samples (the RL generation budget). Evaluation: "
             f"{ex.eval_problems} held-out problems x {ex.eval_samples} samples at T={ex.eval_temperature}; "
-            f"retention = greedy accuracy on {ex.retention_problems} held-out problems of "
-            f"{', '.join(cfg.task.retention_tasks)}.")
+            f"retention = greedy accuracy and gold-answer NLL (nats/token, lower is better) on "
+            f"{ex.retention_problems} held-out problems of {', '.join(cfg.task.retention_tasks)}.")
 
 
 def metric_names(rows: list[dict]) -> list[str]:

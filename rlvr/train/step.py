@@ -26,7 +26,6 @@ from rlvr.train.logprobs import completion_logits, score, sequences, token_logpr
 from rlvr.train.rewarding import compute_rewards
 from rlvr.train.schedule import lr_at
 
-
 SUMMED = ("loss", "policy_loss")  # micro-batch stats that add up (weights are mini-batch-normalised)
 
 

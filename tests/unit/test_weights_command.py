@@ -186,3 +186,15 @@ def test_tensor_kinds_and_layers() -> None:
         "rotary.inv_freq": ("other", None),
     }
     assert {n: (tensor_kind(n), layer_index(n)) for n in cases} == cases
+
+
+def test_integer_buffers_get_exact_sparsity_only(tmp_path: Path) -> None:
+    base = _model() | {"model.position_ids": torch.arange(12).view(3, 4)}
+    tuned = dict(base) | {"model.position_ids": base["model.position_ids"].clone().index_fill_(1, torch.tensor([0]), 7)}
+    b, t = _write(tmp_path / "b.safetensors", base), _write(tmp_path / "t.safetensors", tuned)
+    out = tmp_path / "w.json"
+    assert main(["weights", b, t, "--k", "2", "--json", str(out)]) == 0
+    rows = {r["name"]: r for r in json.loads(out.read_text())["pairs"][0]["per_matrix"]}
+    ids = rows["model.position_ids"]
+    assert ids["changed"] == 3 and ids["sparsity"] == pytest.approx(0.75) and "k" not in ids  # column 0 only
+    assert rows["lm_head.weight"]["changed"] == 0 and rows["lm_head.weight"]["principal_energy_share"] is None

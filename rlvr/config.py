@@ -105,6 +105,8 @@ class PretrainConfig:
     """Share of corpus solutions cut at a random point."""
     mix: dict = field(default_factory=lambda: {"arithmetic": 0.7, "countdown": 0.1, "strings": 0.2})
     """Task weights of the corpus."""
+    task_knobs: dict = field(default_factory=dict)
+    """Constructor knobs per corpus task, e.g. {arithmetic: {max_operands: 2}} (match task.knobs)."""
     seed: int = 0
     """Seed of corpus and initialisation."""
 

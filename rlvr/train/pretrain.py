@@ -40,7 +40,7 @@ def build_token_stream(pre: PretrainConfig, tok: CharTokenizer) -> torch.Tensor:
     from rlvr.tasks.corpus import build_corpus
     from rlvr.tasks.registry import get_task
 
-    mix = [(get_task(name), w) for name, w in pre.mix.items()]
+    mix = [(get_task(name, **pre.task_knobs.get(name, {})), w) for name, w in pre.mix.items()]
     mean_len = 48  # rough characters per document; the corpus is sampled with replacement anyway
     n_docs = max(2000, min(60_000, pre.tokens // mean_len // 2))
     docs = build_corpus(mix, n_docs, pre.wrong_frac, pre.truncated_frac, pre.seed)

@@ -55,3 +55,11 @@ def test_cli_config_show(capsys):
     assert "eps_high: 0.3" in capsys.readouterr().out
     assert main(["config", "show", "loss.nope=1"]) == 2
     assert "loss.nope: unknown key" in capsys.readouterr().err
+
+
+def test_overrides_after_options_are_accepted(capsys):
+    from rlvr.cli import build_parser
+
+    assert main(["config", "show", "dapo", "loss.eps_high=0.3"]) == 0
+    args, extra = build_parser().parse_known_args(["train", "quickstart", "--seeds", "0", "train.steps=3"])
+    assert extra == ["train.steps=3"]

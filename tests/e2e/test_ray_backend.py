@@ -52,7 +52,7 @@ def over(tmp_path):
             "algo.group_size=4", "algo.minibatches=1", "algo.npr_threshold=0", "sampling.max_new_tokens=10",
             "sampling.interruption_budget=0", "reward.kind=neg_entropy", f"train.out_dir={tmp_path}",
             "log.progress=none", "pipeline.mode=async", "pipeline.backend=ray", "pipeline.workers=2",
-            "pipeline.max_lag=1", "pipeline.ray_num_cpus=2", "pipeline.timeout_s=120"]
+            "pipeline.max_lag=1", "pipeline.ray_num_cpus=2", "pipeline.timeout_s=600"]
 
 
 def test_ray_trainer_actor_run_and_clean_shutdown(over, tmp_path):

@@ -269,8 +269,8 @@ def rl_step(st: TrainState, total_steps: int) -> dict:
             mask &= torch.tensor([r != "length" for r in rb.finish_reason])[:, None]
         if rb.size and mask.any():
             upd = policy_update(st, rb, adv_P_G.reshape(-1), mask)  # 4. loss + optimiser
-            st.tokens += int(rb.completion_mask.sum() + rb.prompt_mask.sum()) * cfg.algo.ppo_epochs
             n_train_tokens = int(rb.completion_mask.sum() + rb.prompt_mask.sum()) * cfg.algo.ppo_epochs
+            st.tokens += n_train_tokens
             fpt = _flops_per_token(st.model)
             st.flops += 3 * fpt * n_train_tokens + (fpt * n_train_tokens if st.ref_model is not None else 0)
     if not upd:

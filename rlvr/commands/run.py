@@ -33,6 +33,9 @@ def run(args) -> int:
     t0 = time.time()
     path, over = split_config_and_overrides(args)
     cfg = load_config(path or "quickstart", over)
+    from rlvr.train.loop import validate
+
+    validate(cfg)
     mode = progress_mode(args) or cfg.log.progress
     base = cfg.model.init_from or str(base_model(cfg.model, cfg.pretrain, mode))
     t_base = time.time() - t0

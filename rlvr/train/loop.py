@@ -42,6 +42,25 @@ def get_task(cfg: RunConfig):
     return registry_get(cfg.task.name, **cfg.task.knobs)
 
 
+def validate(cfg: RunConfig) -> None:
+    """Check what the dataclasses cannot: the task (name and knobs), the loss and the reward exist."""
+    from rlvr.algo.losses import LOSSES
+
+    get_task(cfg)
+    if cfg.loss.name not in LOSSES:
+        import difflib
+
+        close = difflib.get_close_matches(cfg.loss.name, list(LOSSES), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"loss.name: unknown loss {cfg.loss.name!r}; {hint}registered: {', '.join(sorted(LOSSES))}")
+    if cfg.reward.kind not in ("verifier", "mix"):
+        from rlvr.rewards.intrinsic import INTRINSIC_REWARDS
+
+        if cfg.reward.kind not in INTRINSIC_REWARDS:
+            raise UserError(f"reward.kind: unknown {cfg.reward.kind!r}; use verifier, mix or one of "
+                            f"{', '.join(sorted(INTRINSIC_REWARDS))}")
+
+
 def build_state(cfg: RunConfig, model, tok) -> TrainState:
     if cfg.train.deterministic:
         torch.use_deterministic_algorithms(True)
@@ -151,6 +170,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             raise UserError(f"{run}: not a run directory (no config.yaml); pass the folder `rlvr train` created")
         cfg = load_config(run / "config.yaml", [f"train.steps={extra_steps}"] if extra_steps else [])
     else:
+        validate(cfg)  # a typo must fail in the first second, before any pretraining
         run = Path(run_dir) if run_dir else new_run_dir(cfg)
         run.mkdir(parents=True, exist_ok=True)
     _atomic_write(run / "config.yaml", dump_yaml(cfg))  # a kill here must not leave a torn config

@@ -1,6 +1,7 @@
 """End-to-end RL on the tiny model: runs, resumes exactly, warns on silent failures."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -71,8 +72,13 @@ def test_zero_variance_batches_are_reported(tiny_overrides, tmp_path):
 def test_cli_train_bad_inputs(capsys):
     assert main(["train", "no_such_recipe"]) == 2
     assert "no such config file" in capsys.readouterr().err
-    assert main(["train", "quickstart", "task.name=arithmetik"]) == 2
-    assert "did you mean 'arithmetic'" in capsys.readouterr().err
+    t0 = time.time()
+    assert main(["train", "quickstart", "task.name=arithmetik"]) == 2  # fails before any pretraining
+    assert "did you mean 'arithmetic'" in capsys.readouterr().err and time.time() - t0 < 30
+    assert main(["run", "loss.name=cispo2"]) == 2
+    assert "did you mean 'cispo'" in capsys.readouterr().err
+    assert main(["train", "reward.kind=self_certainity"]) == 2
+    assert "reward.kind" in capsys.readouterr().err
     assert main(["train", "--resume", "/nonexistent/run"]) == 2
     assert "not a run directory" in capsys.readouterr().err
 

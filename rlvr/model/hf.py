@@ -248,13 +248,9 @@ class HFTokenizer:
     def batch_encode_left(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-padded prompts: ids (B, Tp) long, mask (B, Tp) bool."""
         seqs = [self.prompt_ids(t) for t in texts]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.bool)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = True
-        return ids, mask
+        from rlvr.model.tokenizer import left_pad
+
+        return left_pad(seqs, self.pad_id)
 
     def save_pretrained(self, directory: str | Path) -> None:
         self.tok.save_pretrained(str(directory))

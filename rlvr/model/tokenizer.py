@@ -16,6 +16,17 @@ SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
 
 
+def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> left-padded ids (B, Tp) long and mask (B, Tp) bool (True on real tokens)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = True
+    return ids, mask
+
+
 class CharTokenizer:
     """Maps text to ids one character at a time."""
 
@@ -49,13 +60,7 @@ class CharTokenizer:
     def batch_encode_left(self, texts: list[str], bos: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-padded batch for generation: ids (B, Tp) long, mask (B, Tp) bool."""
         seqs = [self.encode(t, bos=bos) for t in texts]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.bool)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = True
-        return ids, mask
+        return left_pad(seqs, self.pad_id)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({"type": "char", "chars": self.chars}))

@@ -34,6 +34,24 @@ def tiny_and_llama(vocab: int):
     return tiny, llama
 
 
+def matmul_floor_s(model, batch: int, prompt_len: int, new_tokens: int, repeats: int = 3) -> float:
+    """Seconds that the weight matmuls alone of this generation take here (prefill of batch x
+    prompt_len rows, then new_tokens steps of batch rows through every Linear weight): a floor for
+    any sampler of this model in float32 on this machine, whatever its overheads."""
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    xs = {rows: {w.shape[1]: torch.randn(rows, w.shape[1]) for w in weights} for rows in (batch * prompt_len, batch)}
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for w in weights:
+            xs[batch * prompt_len][w.shape[1]] @ w.t()
+        for _ in range(new_tokens):
+            for w in weights:
+                xs[batch][w.shape[1]] @ w.t()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
@@ -75,10 +93,15 @@ def main() -> None:
         res[name] = n_tok / statistics.median(times)
         print(f"{name:12s} {res[name]:10.0f} tokens/s (median of {args.repeats})")
     ratio = res["rlvr"] / res["hf_generate"]
+    floor = matmul_floor_s(tiny, args.batch, 32, args.new_tokens)
+    ceiling = n_tok / floor / res["hf_generate"]
     print(f"ratio rlvr / hf_generate: {ratio:.2f}x  (params: tiny {tiny.num_params()}, "
           f"llama {sum(q.numel() for q in llama.parameters())}, threads {torch.get_num_threads()})")
+    print(f"weight matmuls alone: {floor:.3f} s = {n_tok / floor:.0f} tokens/s, i.e. at most {ceiling:.2f}x "
+          f"hf_generate for any float32 sampler here; rlvr spends {n_tok / res['rlvr'] / floor:.2f}x that time")
     print(json.dumps({"benchmark": "sampler_vs_hf", "rlvr_tok_s": round(res["rlvr"]),
-                      "hf_tok_s": round(res["hf_generate"]), "ratio": round(ratio, 2)}))
+                      "hf_tok_s": round(res["hf_generate"]), "ratio": round(ratio, 2),
+                      "matmul_floor_tok_s": round(n_tok / floor), "ratio_ceiling": round(ceiling, 2)}))
 
 
 if __name__ == "__main__":

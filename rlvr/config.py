@@ -81,8 +81,17 @@ class TaskConfig:
     """Number of training problems (0 = all the task offers)."""
     heldout_size: int = 200
     """Number of held-out problems used for evaluation."""
+    test_time: bool = False
+    """Test-time training (TTRL): train on the first heldout_size held-out problems and evaluate on
+    the same ones (set train.eval_problems to heldout_size). Use with an unsupervised reward such as
+    majority_vote; the verifier reward, a mix with a verifier weight and No-Positive-Resampling would
+    use the held-out labels, so they are refused (ConfigError)."""
     retention_tasks: tuple[str, ...] = ("strings",)
     """Non-target tasks evaluated for general-ability retention."""
+
+    def __post_init__(self):
+        _check(not self.test_time or self.heldout_size >= 1, "task.heldout_size",
+               "must be >= 1 with task.test_time=true (it is the training set)")
 
 
 @dataclass(frozen=True)
@@ -135,8 +144,14 @@ class SamplingConfig:
     """Text appended when the budget is spent; its tokens are masked out of the loss."""
     interruption_extra: int = 8
     """Extra tokens allowed for the answer after the interruption."""
+    engine: str = "native"
+    """native (rlvr's KV-cache sampler, any device) | vllm (GPU, HF models, `pip install 'rlvr[vllm]'`)."""
+    vllm_gpu_memory: float = 0.3
+    """vLLM engine: share of the GPU's memory it may take (the trainer shares the GPU)."""
 
     def __post_init__(self):
+        _check(self.engine in ("native", "vllm"), "sampling.engine", "use native or vllm")
+        _check(0 < self.vllm_gpu_memory < 1, "sampling.vllm_gpu_memory", "must be in (0, 1)")
         _check(self.temperature >= 0, "sampling.temperature", "must be >= 0")
         _check(0 < self.top_p <= 1, "sampling.top_p", "must be in (0, 1]")
         _check(self.max_new_tokens > 0, "sampling.max_new_tokens", "must be positive")
@@ -249,6 +264,8 @@ class TrainConfig:
     """Seed of sampling, data order and initialisation."""
     deterministic: bool = False
     """Deterministic algorithms and one thread, for bit-exact resume tests."""
+    device: str = "auto"
+    """Where the policy trains and samples: auto (CUDA GPU if visible, else CPU) | cpu | cuda | cuda:N."""
     out_dir: str = "runs"
     """Parent folder of run directories."""
     max_nan_steps: int = 3
@@ -381,6 +398,14 @@ class RunConfig:
     excursions: ExcursionsConfig = field(default_factory=ExcursionsConfig)
 
     def __post_init__(self):
+        if self.sampling.engine == "vllm":
+            _check(self.model.kind == "hf", "sampling.engine",
+                   "vllm generates for Hugging Face models only; set model.kind=hf or use engine native")
+            _check(self.pipeline.mode == "sync", "sampling.engine",
+                   "vllm is wired into the synchronous step; set pipeline.mode=sync or use engine native")
+            _check(not self.sampling.interruption_budget and self.reward.kind == "verifier", "sampling.engine",
+                   "vllm does no forced interruption or self-certainty; set sampling.interruption_budget=0 "
+                   "and reward.kind=verifier, or use engine native")
         total = self.sampling.max_new_tokens + self.sampling.interruption_extra + 24
         _check(
             total <= self.model.context or self.model.kind == "hf",

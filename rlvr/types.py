@@ -3,7 +3,7 @@ B = P*G completions, T completion tokens (right-padded)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
@@ -27,6 +27,12 @@ class RolloutBatch:
     finish_reason: list[str]  # B entries: "eos" | "stop" | "length" | "interrupted"
     texts: list[str] = field(default_factory=list)  # B decoded completions (special tokens removed)
     self_certainty: torch.Tensor | None = None  # (B, T) float32, KL(U || pi) per position, if asked
+
+    def to(self, device) -> RolloutBatch:
+        """The same batch with every tensor on ``device``."""
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+                 if isinstance(getattr(self, f.name), torch.Tensor)}
+        return replace(self, **moved)
 
     @property
     def size(self) -> int:

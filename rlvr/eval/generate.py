@@ -46,6 +46,7 @@ def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict
 @torch.no_grad()
 def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256) -> list[float]:
     """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded)."""
+    from rlvr.model.io import model_device
     from rlvr.train.logprobs import completion_logits, token_logprobs
 
     model.eval()
@@ -59,10 +60,11 @@ def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batc
         for i, c in enumerate(comp):
             ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
             mask_c[i, : len(c)] = True
-        ids, mask = torch.cat([ids_p, ids_c], 1), torch.cat([mask_p, mask_c], 1)
-        logp, _ = token_logprobs(completion_logits(model, ids, mask, ids_p.shape[1]), ids_c)
+        dev = model_device(model)
+        ids, mask = torch.cat([ids_p, ids_c], 1).to(dev), torch.cat([mask_p, mask_c], 1).to(dev)
+        logp, _ = token_logprobs(completion_logits(model, ids, mask, ids_p.shape[1]), ids_c.to(dev))
         n = mask_c.sum(-1).clamp(min=1)
-        out.extend(((logp * mask_c).sum(-1) / n).tolist())
+        out.extend(((logp.cpu() * mask_c).sum(-1) / n).tolist())
     return out
 
 
@@ -93,7 +95,7 @@ def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problem
     from rlvr.model.io import load_policy
     from rlvr.tasks.registry import get_task
 
-    model, tok = load_policy(checkpoint)
+    model, tok = load_policy(checkpoint, device="auto")
     t = get_task(task)
     problems = t.problems(split, num_problems)
     return samples_for(model, tok, t, problems, n, SamplingConfig(temperature=temperature, top_p=top_p), seed)
@@ -102,5 +104,5 @@ def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problem
 def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:
     from rlvr.model.io import load_policy
 
-    model, tok = load_policy(base_checkpoint)
+    model, tok = load_policy(base_checkpoint, device="auto")
     return perplexity_of_rows(model, tok, rows)

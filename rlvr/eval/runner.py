@@ -38,8 +38,8 @@ def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Pat
     task = task or get_task(cfg.task.name, **cfg.task.knobs)
     problems = task.problems("heldout", cfg.train.eval_problems)
     n = cfg.train.final_eval_samples
-    base, tok = load_policy(base_ckpt)
-    trained, _ = load_policy(trained_ckpt)
+    base, tok = load_policy(base_ckpt, device=cfg.train.device)
+    trained, _ = load_policy(trained_ckpt, device=cfg.train.device)
     base_rows = samples_for(base, tok, task, problems, n, cfg.sampling, cfg.train.seed + 101)
     trained_rows = samples_for(trained, tok, task, problems, n, cfg.sampling, cfg.train.seed + 101)
     write_samples(out / "base_samples.jsonl", base_rows)

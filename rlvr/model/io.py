@@ -1,4 +1,4 @@
-"""Saving and loading policies (model + tokenizer) by directory.
+"""Saving, loading and placing policies (model + tokenizer): by directory, on a device.
 
 A tiny-model directory holds ``model.safetensors``, ``model_config.json`` and
 ``tokenizer.json``; a Hugging Face directory holds ``config.json`` (loaded by
@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+import torch
 
 from rlvr.errors import UserError
 
@@ -44,8 +46,13 @@ def looks_like_hf_name(name: str) -> bool:
     return name.count("/") == 1 and not name.startswith(("/", ".", "~")) and all(name.split("/"))
 
 
-def load_policy(directory: str | Path):
-    """-> (model, tokenizer) from an rlvr checkpoint or HF model directory."""
+def load_policy(directory: str | Path, device: str | None = None):
+    """-> (model, tokenizer) from an rlvr checkpoint or HF model directory; the model is moved to
+    ``device`` (a ``train.device`` value, see :func:`resolve_device`) when given."""
+    if device is not None:
+        dev = resolve_device(device)
+        model, tok = load_policy(directory)
+        return model.to(dev), tok
     d = Path(directory)
     if not d.exists() and looks_like_hf_name(str(directory)):  # hub name or tiny-hf:<arch>
         from rlvr.model.hf import load_hf_policy
@@ -66,3 +73,23 @@ def load_policy(directory: str | Path):
 
         return load_hf_policy(str(d))
     raise UserError(f"{d}: no model_config.json or config.json inside; is this a checkpoint directory?")
+
+
+def model_device(model) -> torch.device:
+    """The device of the policy's parameters (CPU for a model without parameters)."""
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``train.device``: auto (the first CUDA GPU if there is one, else the CPU) | cpu | cuda[:N]."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"train.device: {name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"train.device={name}: no CUDA GPU is visible to torch (torch {torch.__version__}); "
+                        "use train.device=cpu, or install a CUDA build of torch")
+    return dev

@@ -83,6 +83,20 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.proj(y.transpose(1, 2).reshape(B, T, D))
 
+    def decode(self, x, cos, sin, bias, cache: KVCache, layer: int):
+        """One new token per row: x (N, 1, D); cos/sin (N, 1, 1, Dh/2); bias (N*H, 1, S) additive key
+        mask over the S = cache.length + 1 keys -> (N, 1, D). Same maths as ``forward``, fewer ops."""
+        N, H, Dh = x.shape[0], self.n_head, self.head_dim
+        qkv = self.qkv(x).view(N, 3, H, Dh)
+        qk = apply_rope(qkv[:, :2], cos, sin)  # (N, 2, H, Dh)
+        s = cache.length
+        cache.k[layer, :, :, s] = qk[:, 1]
+        cache.v[layer, :, :, s] = qkv[:, 2]
+        k = cache.k[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)  # views of the cache, no copy
+        v = cache.v[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
+        att = torch.baddbmm(bias, qk[:, 0].reshape(N * H, 1, Dh), k.transpose(1, 2), alpha=Dh**-0.5)
+        return self.proj(torch.bmm(att.softmax(-1), v).view(N, 1, H * Dh))
+
 
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
@@ -186,6 +200,25 @@ class TinyGPT(nn.Module):
     def forward(self, ids, key_mask=None, cache=None):
         """ids (B, T), key_mask (B, S) bool or None -> logits (B, T, V)."""
         return self.logits(self.hidden(ids, key_mask, cache))
+
+    def decode_step(self, tok: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """The sampler's step: tok (N,) -> next-token logits (N, V), appending one position to the
+        cache. ``cache.key_mask[:, cache.length]`` must already be True (the new token is real).
+        Equals ``forward(tok[:, None], cache.key_mask[:, :length + 1], cache)[:, -1]`` with a third
+        of its ops: the rotary angles and the key mask are prepared once for all layers."""
+        N, S, H = tok.shape[0], cache.length + 1, self.cfg.n_head
+        km = cache.key_mask[:, :S]
+        pos = km.sum(-1) - 1  # real tokens before this one
+        cos, sin = self.rope_cos[pos][:, None, None], self.rope_sin[pos][:, None, None]
+        bias = torch.zeros(km.shape, device=tok.device).masked_fill_(~km, float("-inf"))
+        bias = bias[:, None, None].expand(N, H, 1, S).reshape(N * H, 1, S)
+        x = self.embed(tok)[:, None]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+            for i, b in enumerate(self.blocks):
+                x = x + b.attn.decode(b.norm1(x), cos, sin, bias, cache, i)
+                x = x + b.mlp(b.norm2(x))
+        cache.length += 1
+        return self.logits(self.norm(x))[:, 0]
 
     def new_cache(self, batch: int, t_max: int) -> KVCache:
         c = self.cfg

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rlvr.config import SamplingConfig
+from rlvr.model.io import model_device
 from rlvr.rollout.sample import SampleParams, generate
 from rlvr.tasks.base import Problem, Verdict
 from rlvr.types import RolloutBatch
@@ -48,11 +49,12 @@ def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int
     model.eval()
     try:
         parts = []
+        device = model_device(model)
         for i in range(0, len(prompts), batch_size):
             ids, mask = encode_prompts(tok, prompts[i : i + batch_size])
-            rb = generate(model, ids, mask, params, eos_id=tok.eos_id, pad_id=tok.pad_id, version=version,
-                          generator=generator, weight_sync=weight_sync)
-            rb.texts = [tok.decode(row[m]) for row, m in zip(rb.completion_ids, rb.completion_mask)]
+            rb = generate(model, ids.to(device), mask.to(device), params, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                          version=version, generator=generator, weight_sync=weight_sync)
+            rb.texts = [tok.decode(row[m]) for row, m in zip(rb.completion_ids.cpu(), rb.completion_mask.cpu())]
             parts.append(rb)
     finally:
         model.train(was_training)

@@ -15,6 +15,7 @@ more tokens to answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,15 +41,21 @@ class SampleParams:
 
 
 def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | None):
-    """logits (N, V) float32 -> (token (N,), logp (N,), entropy (N,), self-certainty (N,) or None)."""
-    if p.temperature > 0:
+    """logits (N, V) float32 -> (token (N,), logp (N,), entropy (N,), self-certainty (N,) or None,
+    logp_all (N, V)).
+
+    Log-probs and entropy are those of the tempered, untruncated distribution (what the trainer
+    recomputes); top-k / top-p only restrict where the sample may fall. Sampling draws one uniform
+    per row and inverts the CDF (cheaper than ``torch.multinomial`` for a batch of rows).
+    """
+    if p.temperature > 0 and p.temperature != 1.0:
         logits = logits / p.temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     probs = logp_all.exp()
     entropy = -(probs * logp_all).sum(-1)
     sc = None
-    if p.self_certainty:
-        sc = torch.logsumexp(logits, -1) - logits.mean(-1) - torch.log(torch.tensor(float(logits.shape[-1])))
+    if p.self_certainty:  # KL(U || pi) = logsumexp(z) - mean(z) - log V, with logsumexp(z) = z - logp
+        sc = logits[:, 0] - logp_all[:, 0] - logits.mean(-1) - math.log(logits.shape[-1])
     if p.temperature == 0:
         tok = logits.argmax(-1)
     else:
@@ -60,21 +67,13 @@ def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | No
             sw, si = torch.sort(w, dim=-1, descending=True)
             keep = (sw.cumsum(-1) - sw) < p.top_p * sw.sum(-1, keepdim=True)
             w = torch.zeros_like(w).scatter(-1, si, sw * keep)
-        tok = torch.multinomial(w, 1, generator=gen).squeeze(-1)
-    return tok, logp_all.gather(-1, tok[:, None]).squeeze(-1), entropy, sc
+        cdf = w.cumsum(-1)
+        u = torch.rand((w.shape[0], 1), generator=gen, device=gen.device if gen is not None else w.device)
+        u = u.to(w.device) * cdf[:, -1:]  # a CPU generator drives sampling on any device
+        tok = (cdf <= u).sum(-1).clamp_(max=w.shape[-1] - 1)  # first index with cdf > u (its p > 0)
+    return tok, logp_all.gather(-1, tok[:, None]).squeeze(-1), entropy, sc, logp_all
 
 
-def _ends_with(buf: torch.Tensor, n: torch.Tensor, seq: tuple[int, ...]) -> torch.Tensor:
-    """buf (N, T) tokens, n (N,) lengths -> (N,) whether buf[i, :n_i] ends with ``seq``."""
-    m = len(seq)
-    if m == 0 or buf.shape[1] < m:
-        return torch.zeros_like(n, dtype=torch.bool)
-    idx = (n[:, None] - m + torch.arange(m, device=buf.device)).clamp(min=0)
-    tail = buf.gather(1, idx)
-    return (tail == torch.tensor(seq, device=buf.device)).all(-1) & (n >= m)
-
-
-@torch.no_grad()
 def generate(
     model,
     prompt_ids: torch.Tensor,
@@ -90,114 +89,120 @@ def generate(
 ) -> RolloutBatch:
     """Sample one completion per row of ``prompt_ids`` (B, Tp) (left-padded).
 
-    ``weight_sync``, if given, is called every ``sync_every`` decoding steps; when it
-    returns a new version the model's weights were replaced in place (in-flight
-    update): sequences continue with the KV cache they have, later tokens carry the
-    new version.
+    All live rows advance in lockstep, so completion position t is always written at decoding step
+    t: per-step state lives in buffers of the live rows (cache order), written with plain slices,
+    and a row's buffers are copied to the output once, when it finishes (then the batch and the KV
+    cache are compacted). ``weight_sync``, if given, is called every ``sync_every`` decoding steps;
+    when it returns a new version the model's weights were replaced in place (in-flight update):
+    sequences continue with the KV cache they have, later tokens carry the new version.
     """
-    B, Tp = prompt_ids.shape
-    p = params
-    forced = torch.tensor(p.interruption_ids, dtype=torch.long)
-    t_total = p.max_new_tokens + (len(p.interruption_ids) + p.interruption_extra if p.interruption_budget else 0)
-    cache = model.new_cache(B, Tp + t_total)
-    out = {
-        "ids": torch.full((B, t_total), pad_id, dtype=torch.long),
-        "logp": torch.zeros(B, t_total),
-        "ent": torch.zeros(B, t_total),
-        "sc": torch.zeros(B, t_total),
-        "ver": torch.zeros(B, t_total, dtype=torch.long),
-        "loss": torch.zeros(B, t_total, dtype=torch.bool),
-    }
-    n = torch.zeros(B, dtype=torch.long)  # tokens so far per row
-    reason = ["length"] * B
-    live = torch.arange(B)  # original row index of each cache row
-    limit = torch.full((B,), p.max_new_tokens, dtype=torch.long)
-    force_pos = torch.full((B,), -1, dtype=torch.long)  # index into forced ids, -1 = not forcing
-    interrupted = torch.zeros(B, dtype=torch.bool)
-    saw_marker = torch.zeros(B, dtype=torch.bool)
+    with torch.inference_mode():  # cheaper dispatch; results are cloned out of inference mode below
+        B, Tp = prompt_ids.shape
+        p, dev = params, prompt_ids.device
+        forced = torch.tensor(p.interruption_ids, dtype=torch.long, device=dev)
+        n_forced = len(p.interruption_ids)
+        t_total = p.max_new_tokens + (n_forced + p.interruption_extra if p.interruption_budget else 0)
+        stops = [(torch.tensor(s, dtype=torch.long, device=dev), len(s)) for s in p.stop_ids if len(s)]
+        marker = torch.tensor(p.marker_ids, dtype=torch.long, device=dev)
+        cache = model.new_cache(B, Tp + t_total)
+        decode_step = getattr(model, "decode_step", None)  # a model's own one-token step, if it has one
 
-    cache.key_mask[:, :Tp] = prompt_mask
-    logits = model(prompt_ids, cache.key_mask[:, :Tp], cache)[:, -1]
-    step = 0
-    while live.numel() > 0:
-        tok, logp, ent, sc = sample_next(logits, p, generator)
-        fp = force_pos[live]
-        if (fp >= 0).any():  # forced interruption tokens replace the sample
-            f_rows = fp >= 0
-            tok = torch.where(f_rows, forced[fp.clamp(min=0)], tok)
-            logp = torch.where(f_rows, torch.log_softmax(logits / max(p.temperature, 1e-6), -1)
-                               .gather(-1, tok[:, None]).squeeze(-1), logp)
-        r, t = live, n[live]
-        out["ids"][r, t], out["logp"][r, t], out["ent"][r, t] = tok, logp, ent
-        if sc is not None:
-            out["sc"][r, t] = sc
-        out["ver"][r, t] = version
-        out["loss"][r, t] = fp < 0
-        n[r] += 1
-        done = _finish(out["ids"], n, r, tok, fp, p, eos_id, limit, force_pos, forced, interrupted,
-                       saw_marker, reason)
-        keep = ~done
-        if not keep.all():
-            live, tok = live[keep], tok[keep]
-            cache.select(keep.nonzero().squeeze(-1))
-            if live.numel() == 0:
-                break
-        step += 1
-        if weight_sync is not None and step % sync_every == 0:
-            new = weight_sync()
-            if new is not None:
-                version = new
-        s = cache.length
-        cache.key_mask[:, s] = True
-        logits = model(tok[:, None], cache.key_mask[:, : s + 1], cache)[:, -1]
+        # outputs by original row, filled when a row finishes
+        out_ids = torch.full((B, t_total), pad_id, dtype=torch.long, device=dev)
+        out_f = torch.zeros(B, t_total, 3, device=dev)  # behaviour logp, entropy, self-certainty
+        out_loss = torch.zeros(B, t_total, dtype=torch.bool, device=dev)
+        out_len = torch.zeros(B, dtype=torch.long, device=dev)
+        reason = ["length"] * B
+        step_version: list[int] = []  # version of the policy that produced completion position t
+        # state of the live rows, in cache order
+        live = torch.arange(B, device=dev)  # original row of each live row
+        w_ids = torch.full((B, t_total), pad_id, dtype=torch.long, device=dev)
+        w_f = torch.zeros(B, t_total, 3, device=dev)
+        w_loss = torch.ones(B, t_total, dtype=torch.bool, device=dev)
+        limit = torch.full((B,), p.max_new_tokens, dtype=torch.long, device=dev)
+        force_pos = torch.full((B,), -1, dtype=torch.long, device=dev)  # index into forced ids, -1 = not forcing
+        interrupted = torch.zeros(B, dtype=torch.bool, device=dev)
+        saw_marker = torch.zeros(B, dtype=torch.bool, device=dev)
+        forcing = False  # some live row is being forced (skips the checks otherwise)
 
-    width = int(n.max()) if B else 0
-    cmask = torch.arange(width)[None, :] < n[:, None]
+        cache.key_mask[:, :Tp] = prompt_mask
+        logits = model(prompt_ids, cache.key_mask[:, :Tp], cache)[:, -1]
+        for step in range(t_total):
+            tok, logp, ent, sc, logp_all = sample_next(logits, p, generator)
+            if forcing:  # forced interruption tokens replace the sample and are masked out of the loss
+                f_rows = force_pos >= 0
+                tok = torch.where(f_rows, forced[force_pos.clamp(min=0)], tok)
+                logp = torch.where(f_rows, logp_all.gather(-1, tok[:, None]).squeeze(-1), logp)
+                w_loss[:, step] = ~f_rows
+            w_ids[:, step] = tok
+            w_f[:, step, 0] = logp
+            w_f[:, step, 1] = ent
+            if sc is not None:
+                w_f[:, step, 2] = sc
+            step_version.append(version)
+            n = step + 1  # tokens every live row holds now
+
+            eos = tok == eos_id
+            stop = torch.zeros_like(eos)
+            for seq, m in stops:
+                if n >= m:
+                    stop |= (w_ids[:, n - m : n] == seq).all(-1)
+            if p.interruption_budget:
+                if len(marker) and n >= len(marker):
+                    saw_marker |= (w_ids[:, n - len(marker) : n] == marker).all(-1)
+                if forcing:
+                    was = force_pos >= 0
+                    force_pos = torch.where(was, force_pos + 1, force_pos)
+                    force_pos = torch.where(was & (force_pos >= n_forced), torch.full_like(force_pos, -1), force_pos)
+                if n >= p.interruption_budget:
+                    start = (force_pos < 0) & ~interrupted & ~saw_marker & ~eos
+                    if forcing:
+                        start &= ~was
+                    if start.any():
+                        interrupted |= start
+                        force_pos = torch.where(start, torch.zeros_like(force_pos), force_pos)
+                        limit = torch.where(start, torch.full_like(limit, n + n_forced + p.interruption_extra), limit)
+                forcing = bool((force_pos >= 0).any())
+            finished = eos | stop | (limit <= n)
+            if bool(finished.any()):
+                idx = finished.nonzero().squeeze(-1)
+                rows = live[idx]
+                out_ids[rows], out_f[rows], out_loss[rows], out_len[rows] = w_ids[idx], w_f[idx], w_loss[idx], n
+                flags = zip(rows.tolist(), eos[idx].tolist(), stop[idx].tolist(), interrupted[idx].tolist())
+                for row, e, s, intr in flags:
+                    reason[row] = "interrupted" if intr else "eos" if e else "stop" if s else "length"
+                keep = (~finished).nonzero().squeeze(-1)
+                if keep.numel() == 0:
+                    break
+                live, tok = live[keep], tok[keep]
+                w_ids, w_f, w_loss = w_ids[keep], w_f[keep], w_loss[keep]
+                limit, force_pos = limit[keep], force_pos[keep]
+                interrupted, saw_marker = interrupted[keep], saw_marker[keep]
+                cache.select(keep)
+            if weight_sync is not None and n % sync_every == 0:
+                new = weight_sync()
+                if new is not None:
+                    version = new
+            s = cache.length
+            cache.key_mask[:, s] = True
+            if decode_step is not None:
+                logits = decode_step(tok, cache)
+            else:
+                logits = model(tok[:, None], cache.key_mask[:, : s + 1], cache)[:, -1]
+
+        width = int(out_len.max()) if B else 0
+    out_ids, out_f, out_loss, out_len = (t.clone() for t in (out_ids, out_f, out_loss, out_len))  # normal tensors
+    cmask = torch.arange(width, device=dev)[None, :] < out_len[:, None]
+    f = out_f[:, :width] * cmask[..., None]
     return RolloutBatch(
         prompt_ids=prompt_ids,
         prompt_mask=prompt_mask,
-        completion_ids=out["ids"][:, :width],
+        completion_ids=out_ids[:, :width],
         completion_mask=cmask,
-        loss_mask=out["loss"][:, :width] & cmask,
-        behaviour_logp=out["logp"][:, :width] * cmask,
-        entropy=out["ent"][:, :width] * cmask,
-        versions=out["ver"][:, :width],
+        loss_mask=out_loss[:, :width] & cmask,
+        behaviour_logp=f[..., 0],
+        entropy=f[..., 1],
+        versions=torch.tensor(step_version[:width], dtype=torch.long, device=dev).repeat(B, 1) * cmask,
         finish_reason=reason,
-        self_certainty=out["sc"][:, :width] * cmask if p.self_certainty else None,
+        self_certainty=f[..., 2] if p.self_certainty else None,
     )
-
-
-def _finish(ids, n, rows, tok, fp, p: SampleParams, eos_id, limit, force_pos, forced, interrupted,
-            saw_marker, reason) -> torch.Tensor:
-    """Update per-row state after writing ``tok`` for ``rows``; return (N,) bool: row finished."""
-    nr = n[rows]
-    done = tok == eos_id
-    stop = torch.zeros_like(done)
-    for seq in p.stop_ids:
-        stop |= _ends_with(ids[rows], nr, seq)
-    if p.interruption_budget:
-        if p.marker_ids:
-            saw_marker[rows] |= _ends_with(ids[rows], nr, p.marker_ids)
-        adv = fp >= 0
-        force_pos[rows[adv]] += 1
-        end_force = adv & (force_pos[rows] >= len(forced))
-        force_pos[rows[end_force]] = -1
-        start = (fp < 0) & ~interrupted[rows] & ~saw_marker[rows] & (nr >= p.interruption_budget) & ~done
-        if start.any():
-            s_rows = rows[start]
-            interrupted[s_rows] = True
-            force_pos[s_rows] = 0
-            limit[s_rows] = nr[start] + len(forced) + p.interruption_extra
-    length = nr >= limit[rows]
-    finished = done | stop | length
-    for i in finished.nonzero().squeeze(-1).tolist():
-        row = int(rows[i])
-        if bool(interrupted[row]):
-            reason[row] = "interrupted"
-        elif bool(done[i]):
-            reason[row] = "eos"
-        elif bool(stop[i]):
-            reason[row] = "stop"
-        else:
-            reason[row] = "length"
-    return finished

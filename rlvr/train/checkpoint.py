@@ -177,7 +177,7 @@ def load_checkpoint_into(c: Path, st) -> None:
         if getattr(st.model.cfg, "tie_weights", False) and "lm_head.weight" not in state:
             state["lm_head.weight"] = state["embed.weight"]
         st.model.load_state_dict(state)
-    st.opt.load_state_dict(torch.load(c / "optimizer.pt", weights_only=True))
+    st.opt.load_state_dict(torch.load(c / "optimizer.pt", map_location="cpu", weights_only=True))
     s = json.loads((c / "state.json").read_text())
     st.step, st.version, st.samples, st.tokens = s["step"], s["version"], s["samples"], s["tokens"]
     st.flops, st.wall_s, st.nan_steps, st.counters = s["flops"], s["wall_s"], s["nan_steps"], s["counters"]

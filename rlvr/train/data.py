@@ -1,12 +1,46 @@
-"""The order in which training prompts are visited: seeded epochs, resumable,
-with No-Positive-Resampling (retired prompts are skipped in later epochs)."""
+"""Which problems RL trains on, and the order in which they are visited: seeded epochs,
+resumable, with No-Positive-Resampling (retired prompts are skipped in later epochs).
+
+Test-time training (``task.test_time``, TTRL 2504.16084): the training set is the first
+``task.heldout_size`` held-out problems, the same ones the evaluation scores, so the reward
+must not use their labels (:func:`check_test_time`)."""
 
 from __future__ import annotations
 
 import random
 
+from rlvr.config import ConfigError, RunConfig, TaskConfig
 from rlvr.log import warn
 from rlvr.tasks.base import Problem
+
+
+def training_problems(task, tc: TaskConfig) -> list[Problem]:
+    """The problems RL trains on: the first ``tc.train_size`` of the train split (0 = all), or in
+    test-time mode the first ``tc.heldout_size`` held-out problems (the evaluation set)."""
+    if tc.test_time:
+        return task.problems("heldout", tc.heldout_size)
+    return task.problems("train", tc.train_size or None)
+
+
+def check_test_time(cfg: RunConfig) -> None:
+    """Refuse the test-time settings that would train on held-out labels (ConfigError), and an
+    evaluation set that differs from the training set. No-op unless ``task.test_time``."""
+    if not cfg.task.test_time:
+        return
+    leak = "task.test_time=true trains on the held-out problems, so their labels must not reach the loss"
+    kind = cfg.reward.kind
+    if kind == "verifier":
+        raise ConfigError(f"reward.kind: verifier with {leak}; use an unsupervised reward "
+                          "(reward.kind=majority_vote, self_certainty, ...)")
+    if kind == "mix" and cfg.reward.weights.get("verifier", 0):
+        raise ConfigError(f"reward.weights: a verifier weight with {leak}; drop the verifier from the mix")
+    if cfg.algo.npr_threshold > 0:
+        raise ConfigError(f"algo.npr_threshold: No-Positive-Resampling retires prompts by their ground-truth "
+                          f"pass rate, and {leak}; set algo.npr_threshold=0")
+    if cfg.train.eval_problems != cfg.task.heldout_size:
+        raise ConfigError(f"train.eval_problems={cfg.train.eval_problems} but task.heldout_size="
+                          f"{cfg.task.heldout_size}: with task.test_time=true the evaluation set is the "
+                          f"training set; set train.eval_problems={cfg.task.heldout_size}")
 
 
 class PromptSampler:

@@ -17,23 +17,27 @@ from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress, warn
 from rlvr.rollout.engine import sample, sample_params, verify_all
 from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, remove_partial, save_checkpoint
-from rlvr.train.data import PromptSampler
+from rlvr.train.data import PromptSampler, check_test_time, training_problems
 from rlvr.train.step import TrainState
 
 
 def build_policy(cfg: RunConfig, progress: str = "auto"):
-    """(model, tokenizer): ``model.init_from`` if set, else the cached pretrained tiny base (or HF)."""
-    from rlvr.model.io import load_policy
+    """(model, tokenizer) on ``train.device``: ``model.init_from`` if set, else the cached pretrained
+    tiny base (or the HF model of ``model.path``)."""
+    from rlvr.model.io import load_policy, resolve_device
 
+    device = resolve_device(cfg.train.device)
     if cfg.model.init_from:
-        return load_policy(cfg.model.init_from)
-    if cfg.model.kind == "hf":
+        model, tok = load_policy(cfg.model.init_from)
+    elif cfg.model.kind == "hf":
         from rlvr.model.hf import load_hf_policy
 
-        return load_hf_policy(cfg.model.path, cfg.model)
-    from rlvr.train.pretrain import base_model
+        model, tok = load_hf_policy(cfg.model.path, cfg.model)
+    else:
+        from rlvr.train.pretrain import base_model
 
-    return load_policy(base_model(cfg.model, cfg.pretrain, progress))
+        model, tok = load_policy(base_model(cfg.model, cfg.pretrain, progress))
+    return model.to(device), tok
 
 
 def get_task(cfg: RunConfig):
@@ -43,7 +47,8 @@ def get_task(cfg: RunConfig):
 
 
 def validate(cfg: RunConfig) -> None:
-    """Check what the dataclasses cannot: the task (name and knobs), the loss and the reward exist."""
+    """Check what the dataclasses cannot: the task (name and knobs), the loss and the reward exist,
+    and test-time training (``task.test_time``) does not use held-out labels."""
     from rlvr.algo.losses import LOSSES
 
     get_task(cfg)
@@ -59,6 +64,7 @@ def validate(cfg: RunConfig) -> None:
         if cfg.reward.kind not in INTRINSIC_REWARDS:
             raise UserError(f"reward.kind: unknown {cfg.reward.kind!r}; use verifier, mix or one of "
                             f"{', '.join(sorted(INTRINSIC_REWARDS))}")
+    check_test_time(cfg)
 
 
 def build_state(cfg: RunConfig, model, tok) -> TrainState:
@@ -69,13 +75,14 @@ def build_state(cfg: RunConfig, model, tok) -> TrainState:
     task = get_task(cfg)
     params = sample_params(cfg.sampling, tok, self_certainty=cfg.reward.kind not in ("verifier",))
     counters: dict = {}
-    problems = task.problems("train", cfg.task.train_size or None)
+    problems = training_problems(task, cfg.task)  # test-time mode: the held-out (evaluation) problems
+    split = "heldout" if cfg.task.test_time else "train"
     skipped = getattr(task, "skipped", None)  # malformed dataset rows dropped by the loader
-    if isinstance(skipped, dict) and skipped.get("train"):
-        counters["bad_rows_skipped"] = skipped["train"]
-        warn(f"task {cfg.task.name}: skipped {skipped['train']} malformed training rows "
+    if isinstance(skipped, dict) and skipped.get(split):
+        counters["bad_rows_skipped"] = skipped[split]
+        warn(f"task {cfg.task.name}: skipped {skipped[split]} malformed {split} rows "
              "(missing, empty or wrong-type fields)")
-    problems = fitting_problems(problems, model, tok, params, counters, "train")
+    problems = fitting_problems(problems, model, tok, params, counters, split)
     ref = None
     if cfg.loss.kl_coef > 0:  # a frozen reference only when the KL anchor is on
         import copy

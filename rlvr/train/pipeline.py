@@ -37,7 +37,8 @@ import torch
 
 from rlvr.errors import UserError
 from rlvr.log import warn
-from rlvr.rollout.engine import concat_batches, encode_prompts, select_rows, verify_all
+from rlvr.model.io import model_device
+from rlvr.rollout.engine import concat_batches, encode_prompts, select_rows, verify_checked
 from rlvr.rollout.sample import generate
 from rlvr.train.distributed import PipelineError, PipelineTimeout, WeightStore
 from rlvr.types import RolloutBatch
@@ -209,13 +210,22 @@ class PromptSource:
 
 
 # ----------------------------------------------------------------------------- producing groups
-def score_rollouts(cfg, task, rb: RolloutBatch, problems: list, G: int, max_new_tokens: int) -> tuple:
-    """Rewards of a chunk, as in :func:`rlvr.train.step.rollout_round` -> (verdicts, reward_B, extra)."""
+def score_rollouts(cfg, task, rb: RolloutBatch, problems: list, G: int, max_new_tokens: int,
+                   count: Callable[[str, int], None] | None = None) -> tuple:
+    """Rewards of a chunk, as in :func:`rlvr.train.step.rollout_round` -> (verdicts, reward_B, extra).
+
+    Verifier failures (raised, timed out after ``reward.timeout_s``) score
+    ``train.reward_failure_value``, are counted through ``count`` and warned about; past
+    ``train.max_reward_failure_rate`` a UserError stops the run (as in the sync step)."""
     from rlvr.algo.advantages import overlong_penalty
     from rlvr.train.rewarding import compute_rewards
+    from rlvr.train.step import handle_reward_failures
 
     rows = [p for p in problems for _ in range(G)]
-    verdicts = verify_all(task, rb.texts, rows)
+    rep = verify_checked(task, rb.texts, rows, failure_value=cfg.train.reward_failure_value,
+                         timeout_s=cfg.reward.timeout_s)
+    handle_reward_failures(rep, cfg.train, "generator", count)
+    verdicts = rep.verdicts
     reward_B, extra = compute_rewards(cfg.reward, rb, verdicts, G, [p.answer for p in problems])
     if cfg.algo.overlong_cache:
         reward_B = reward_B + overlong_penalty(rb.lengths, max_new_tokens, cfg.algo.overlong_cache)
@@ -256,6 +266,7 @@ class LocalProducer:
     def __init__(self, st, template: torch.nn.Module, store: WeightStore, idx: int):
         self.cfg, self.tok, self.task, self.params, self.store = st.cfg, st.tok, st.task, st.params, store
         self.idx, self.model = idx, copy.deepcopy(template)
+        self.count = _locked(st.count)  # verifier failures, counted from this generator thread
         self.version = -1
         self.sync()
         seed = st.cfg.train.seed * 1_000_003 + idx * 7919 + self.version * 104_729
@@ -273,12 +284,23 @@ class LocalProducer:
         self.sync()
         G = self.cfg.algo.group_size
         ids, mask = encode_prompts(self.tok, [p.prompt for p in problems for _ in range(G)])
-        rb = generate(self.model, ids, mask, self.params, eos_id=self.tok.eos_id, pad_id=self.tok.pad_id,
-                      version=self.version, generator=self.gen, weight_sync=self.sync,
+        dev = model_device(self.model)
+        rb = generate(self.model, ids.to(dev), mask.to(dev), self.params, eos_id=self.tok.eos_id,
+                      pad_id=self.tok.pad_id, version=self.version, generator=self.gen, weight_sync=self.sync,
                       sync_every=self.cfg.pipeline.sync_every)
-        rb.texts = [self.tok.decode(row[m]) for row, m in zip(rb.completion_ids, rb.completion_mask)]
-        scored = score_rollouts(self.cfg, self.task, rb, problems, G, self.params.max_new_tokens)
+        rb.texts = [self.tok.decode(row[m]) for row, m in zip(rb.completion_ids.cpu(), rb.completion_mask.cpu())]
+        scored = score_rollouts(self.cfg, self.task, rb, problems, G, self.params.max_new_tokens, self.count)
         return make_groups(self.cfg, rb, *scored, problems, self.idx, chunk)
+
+
+_COUNT_LOCK = threading.Lock()
+
+
+def _locked(count: Callable[[str, int], None]) -> Callable[[str, int], None]:
+    def locked(key: str, n: int = 1) -> None:
+        with _COUNT_LOCK:
+            count(key, n)
+    return locked
 
 
 def _threads_per_worker(cfg) -> int:

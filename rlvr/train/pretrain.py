@@ -76,9 +76,10 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     bar = Progress(total, "pretrain", progress, every=max(1, total // 20))
     fpt = model.flops_per_token()
     t0, tokens = time.time(), 0
+    window = torch.arange(seq + 1)
     for step in range(total):
         starts = torch.randint(0, len(stream) - seq - 1, (pre.batch_size,), generator=gen)
-        batch = torch.stack([stream[s : s + seq + 1] for s in starts.tolist()])
+        batch = stream[starts[:, None] + window]  # (batch, seq + 1) random windows of the stream
         x, y = batch[:, :-1], batch[:, 1:]
         for g in opt.param_groups:
             g["lr"] = lr_at(step, pre.lr, pre.warmup_steps, total, "cosine")

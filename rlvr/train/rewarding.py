@@ -14,7 +14,8 @@ from rlvr.types import RolloutBatch
 
 
 def intrinsic_reward(name: str, rb: RolloutBatch, answers_P_G: list[list[str | None]]) -> torch.Tensor:
-    """(B,) intrinsic reward ``name`` from what the sampler returned (no extra forward pass)."""
+    """(B,) intrinsic reward ``name`` (on the CPU, like the verifier's) from what the sampler returned
+    (no extra forward pass)."""
     from rlvr.rewards.intrinsic import INTRINSIC_REWARDS, REWARD_INPUTS, majority_vote_reward
 
     if name == "majority_vote":
@@ -23,7 +24,7 @@ def intrinsic_reward(name: str, rb: RolloutBatch, answers_P_G: list[list[str | N
     src = getattr(rb, field)
     if src is None:
         raise ValueError(f"reward {name!r} needs RolloutBatch.{field}; sample with self_certainty=True")
-    return INTRINSIC_REWARDS[name](src, rb.loss_mask).float()
+    return INTRINSIC_REWARDS[name](src, rb.loss_mask).float().cpu()
 
 
 def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict], G: int,

@@ -19,6 +19,7 @@ from rlvr.algo.diagnostics import entropy_dynamics, token_stats_from_logits
 from rlvr.config import RunConfig
 from rlvr.errors import UserError
 from rlvr.log import warn
+from rlvr.model.io import model_device
 from rlvr.rollout.engine import concat_batches, sample, select_rows, verify_checked
 from rlvr.rollout.sample import SampleParams
 from rlvr.train.data import PromptSampler
@@ -53,6 +54,8 @@ class TrainState:
     last_entropy: float | None = None
     counters: dict = field(default_factory=dict)
     last_nan_step: int = -1  # st.step when nan_steps was last raised (not checkpointed)
+    engine: object | None = None  # sampling.engine=vllm: the VLLMEngine, built on first use
+    engine_version: int = -1  # policy version whose weights the engine holds
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -72,7 +75,7 @@ def rollout_round(st: TrainState, problems: list) -> tuple:
     """Sample G completions for each problem and score them -> (rb (B), verdicts, reward_B, metrics)."""
     G = st.cfg.algo.group_size
     rows = [p for p in problems for _ in range(G)]
-    rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=st.gen)
+    rb = sample_rollouts(st, [p.prompt for p in rows])
     verdicts = checked_verdicts(st, rb.texts, rows)
     reward_B, extra = compute_rewards(st.cfg.reward, rb, verdicts, G, [p.answer for p in problems])
     if st.cfg.algo.overlong_cache:
@@ -80,27 +83,54 @@ def rollout_round(st: TrainState, problems: list) -> tuple:
     return rb, verdicts, reward_B, extra
 
 
+def sample_rollouts(st: TrainState, prompts: list[str]):
+    """One completion per prompt from the current policy: the native sampler, or (``sampling.engine
+    vllm``) a vLLM engine whose weights are synced from the trainer whenever its version is behind."""
+    if st.cfg.sampling.engine == "native":
+        return sample(st.model, st.tok, prompts, st.params, version=st.version, generator=st.gen)
+    from rlvr.rollout import vllm as V
+
+    if st.engine is None:
+        from rlvr.model.hf import _source
+
+        st.engine = V.VLLMEngine(_source(st.cfg.model.init_from or st.cfg.model.path), dtype=st.cfg.model.dtype,
+                                 seed=st.cfg.train.seed, gpu_memory_utilization=st.cfg.sampling.vllm_gpu_memory)
+        st.engine_version = st.version if st.step == 0 else -1  # a resumed policy differs from the files
+    if st.engine_version != st.version:  # weight sync after the optimiser steps
+        st.engine.load_weights(st.model)
+        st.engine_version = st.version
+    rb = V.sample(st.engine, st.tok, prompts, st.params, version=st.version, generator=st.gen)
+    return rb.to(model_device(st.model))
+
+
 def checked_verdicts(st: TrainState, texts: list[str], rows: list) -> list:
     """B verdicts with reward failures isolated: a verifier that raises or runs past
     ``reward.timeout_s`` scores ``train.reward_failure_value``, is counted (``reward_failures``,
     ``reward_timeouts``) and logged with its exception text. More than
     ``train.max_reward_failure_rate`` failed in one round stops the run with a UserError."""
-    tc = st.cfg.train
-    rep = verify_checked(st.task, texts, rows, failure_value=tc.reward_failure_value,
+    rep = verify_checked(st.task, texts, rows, failure_value=st.cfg.train.reward_failure_value,
                          timeout_s=st.cfg.reward.timeout_s)
-    if rep.failures:
-        n, B = len(rep.failures), len(texts)
-        st.count("reward_failures", n)
-        if rep.timeouts:
-            st.count("reward_timeouts", rep.timeouts)
-        row, msg = rep.failures[0]
-        warn(f"step {st.step + 1}: {n}/{B} reward calls failed and were scored {tc.reward_failure_value} "
-             f"(first, row {row}: {msg})")
-        if n / B > tc.max_reward_failure_rate:
-            raise UserError(f"step {st.step + 1}: {n}/{B} reward calls failed (first: {msg}), more than "
-                            f"train.max_reward_failure_rate={tc.max_reward_failure_rate}; fix the reward "
-                            "function or raise train.max_reward_failure_rate")
+    handle_reward_failures(rep, st.cfg.train, f"step {st.step + 1}", st.count)
     return rep.verdicts
+
+
+def handle_reward_failures(rep, tc, where: str, count=None) -> None:
+    """Count (``count(key, n)``), warn about and, past ``tc.max_reward_failure_rate``, raise on the
+    failed reward calls of one VerifyReport. Shared by the sync step and the async generators."""
+    if not rep.failures:
+        return
+    n, B = len(rep.failures), len(rep.verdicts)
+    if count is not None:
+        count("reward_failures", n)
+        if rep.timeouts:
+            count("reward_timeouts", rep.timeouts)
+    row, msg = rep.failures[0]
+    warn(f"{where}: {n}/{B} reward calls failed and were scored {tc.reward_failure_value} "
+         f"(first, row {row}: {msg})")
+    if n / B > tc.max_reward_failure_rate:
+        raise UserError(f"{where}: {n}/{B} reward calls failed (first: {msg}), more than "
+                        f"train.max_reward_failure_rate={tc.max_reward_failure_rate}; fix the reward "
+                        "function or raise train.max_reward_failure_rate")
 
 
 def collect(st: TrainState) -> tuple:
@@ -266,9 +296,9 @@ def rl_step(st: TrainState, total_steps: int) -> dict:
             rb, adv_P_G = select_rows(rb, rows), adv_P_G[~zero_P]
         mask = rb.loss_mask.clone()
         if cfg.algo.mask_truncated:
-            mask &= torch.tensor([r != "length" for r in rb.finish_reason])[:, None]
-        if rb.size and mask.any():
-            upd = policy_update(st, rb, adv_P_G.reshape(-1), mask)  # 4. loss + optimiser
+            mask &= torch.tensor([r != "length" for r in rb.finish_reason], device=mask.device)[:, None]
+        if rb.size and mask.any():  # 4. loss + optimiser, on the policy's device
+            upd = policy_update(st, rb, adv_P_G.reshape(-1).to(mask.device), mask)
             n_train_tokens = int(rb.completion_mask.sum() + rb.prompt_mask.sum()) * cfg.algo.ppo_epochs
             st.tokens += n_train_tokens
             fpt = _flops_per_token(st.model)

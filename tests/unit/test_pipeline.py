@@ -362,3 +362,29 @@ def test_async_run_logs_lag_keys_and_keeps_the_bound_across_resume(tiny_run):
     assert "grad_norm" in rows[-1]
     summary = json.loads((run / "train_summary.json").read_text())
     assert summary["steps"] == 5
+
+
+def test_generator_scoring_isolates_counts_and_bounds_verifier_failures():
+    from rlvr.errors import UserError
+    from rlvr.tasks.arithmetic import ArithmeticTask
+    from rlvr.train.pipeline import score_rollouts
+
+    class Flaky(ArithmeticTask):
+        def verify(self, text, problem):
+            if "boom" in text:
+                raise ValueError("verifier bug")
+            return super().verify(text, problem)
+
+    task = Flaky()
+    probs = task.problems("train", 2)
+    cfg = load_config("quickstart", ["algo.group_size=2", "reward.timeout_s=0"])
+    rb = RolloutBatch(*(torch.zeros(4, 1),) * 8, finish_reason=["eos"] * 4,
+                      texts=["boom", f"A:{probs[0].answer}", "x", "y"])
+    counts = defaultdict(int)
+    verdicts, reward_B, _ = score_rollouts(cfg, task, rb, probs, 2, 8, lambda k, n=1: counts.__setitem__(
+        k, counts[k] + n))
+    assert len(verdicts) == 4 and reward_B.tolist()[0] == cfg.train.reward_failure_value
+    assert reward_B.tolist()[1] == 1.0 and counts["reward_failures"] == 1
+    rb.texts = ["boom"] * 4
+    with pytest.raises(UserError, match="reward calls failed"):
+        score_rollouts(cfg, task, rb, probs, 2, 8)

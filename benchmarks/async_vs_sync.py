@@ -98,6 +98,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, help="seconds of wall clock per mode and seed")
     ap.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; --quick: 0)")
     ap.add_argument("--max-lag", type=int, default=2, help="pipeline.max_lag k of the async runs")
+    ap.add_argument("--backend", default="local", choices=["local", "ray"],
+                    help="pipeline.backend of the async runs: local (generator threads) or ray (actor processes)")
     ap.add_argument("--json", help="also write the full results here")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -116,7 +118,8 @@ def main() -> None:
     for seed in seeds:
         over = [*base, f"train.seed={seed}"]
         sync = run_mode([*over, "pipeline.mode=sync"], budget, n_eval, threads)
-        pipe = ["pipeline.mode=async", "pipeline.workers=2", f"pipeline.max_lag={args.max_lag}"]
+        pipe = ["pipeline.mode=async", "pipeline.workers=2", f"pipeline.max_lag={args.max_lag}",
+                f"pipeline.backend={args.backend}"]
         asyn = run_mode([*over, *pipe], budget, n_eval)
         results.append({"seed": seed, "sync": sync, "async": asyn})
         for name, r in (("sync", sync), ("async", asyn)):

@@ -5,7 +5,7 @@ hub name) as :class:`HFPolicy` + :class:`HFTokenizer`, so that the KV-cache samp
 checkpoints and evaluation work unchanged. Shapes: B batch, T new positions, S = cached + T keys,
 D width, V vocab.
 
-Llama and Qwen2 models run a native forward (:class:`NativeDecoder`): the same function as the HF
+Llama and Qwen2 models run a native forward (:class:`rlvr.model.hf_native.NativeDecoder`): the same function as the HF
 decoder, computed from the HF modules' own parameters with a preallocated KV cache and no HF
 mask/cache machinery, which dominates the cost of small models on CPU. Other architectures, and
 gradient checkpointing, go through the HF decoder (``RLVR_HF_NATIVE=0`` forces that path).
@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from rlvr.config import ModelConfig
 from rlvr.errors import UserError
+from rlvr.model.hf_native import NativeCache, NativeDecoder, native_unsupported
 
 TINY_PREFIX = "tiny-hf:"
 SIDECAR = "rlvr_hf.json"  # ModelConfig fields a checkpoint must be re-loaded with
@@ -52,148 +53,6 @@ class HFCache:
         rows = rows.to(self.key_mask.device)
         self.kv.batch_select_indices(rows)
         self.key_mask = self.key_mask[rows]
-
-NATIVE_ARCHS = ("llama", "qwen2")
-NATIVE_ROPE = ("default", "linear", "llama3", "yarn")  # inv_freq fixed at init (no dynamic update)
-
-
-class NativeCache:
-    """Preallocated keys/values (L, B, Hkv, Tmax, Dh) plus the key mask (B, Tmax) bool."""
-
-    def __init__(self, n_layer: int, batch: int, kv_heads: int, t_max: int, head_dim: int, dtype, device):
-        shape = (n_layer, batch, kv_heads, t_max, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.key_mask = torch.zeros((batch, t_max), dtype=torch.bool, device=device)
-        self.length = 0
-
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep only ``rows`` (B',) of the batch (drop finished samples)."""
-        rows = rows.to(self.key_mask.device)
-        self.k, self.v = self.k[:, rows], self.v[:, rows]
-        self.key_mask = self.key_mask[rows]
-
-
-def native_unsupported(lm: nn.Module, cfg: ModelConfig) -> str | None:
-    """Why the native forward cannot stand in for ``lm``'s HF decoder (None: it can)."""
-    c = lm.config
-    rope = (getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {}).get("rope_type", "default")
-    checks = [
-        (os.environ.get("RLVR_HF_NATIVE", "1") == "0", "RLVR_HF_NATIVE=0"),
-        (getattr(c, "model_type", "") not in NATIVE_ARCHS, f"model_type {getattr(c, 'model_type', '?')!r}"),
-        (cfg.gradient_checkpointing, "gradient checkpointing"),
-        (getattr(c, "hidden_act", "silu") != "silu", f"hidden_act {getattr(c, 'hidden_act', '')!r}"),
-        (float(getattr(c, "attention_dropout", 0.0) or 0.0) > 0, "attention dropout"),
-        ("sliding_attention" in (getattr(c, "layer_types", None) or ()), "sliding-window layers"),
-        (rope not in NATIVE_ROPE, f"rope_type {rope!r}"),
-        (getattr(c, "pretraining_tp", 1) not in (None, 1), "pretraining_tp > 1"),
-    ]
-    return next((why for bad, why in checks if bad), None)
-
-
-class NativeDecoder:
-    """The Llama / Qwen2 decoder function (embedding, L x [RMSNorm, GQA attention with RoPE,
-    RMSNorm, SwiGLU MLP], final RMSNorm) computed from the HF model's own modules: no weights are
-    copied, so optimiser steps, checkpoint loads and LoRA adapters (called as modules) act on it.
-    Matches the HF decoder on every real (unmasked) position; padded query positions attend to
-    themselves instead of to nothing (finite, and never read).
-
-    Shapes: B batch, T new positions, S = cached + T keys, H heads, Hkv key/value heads, Dh head size.
-    """
-
-    def __init__(self, lm: nn.Module):
-        c = lm.config
-        decoder = lm.get_decoder()
-        self.embed = decoder.embed_tokens
-        self.layers = decoder.layers
-        self.norm = decoder.norm
-        self.n_head, self.n_kv = c.num_attention_heads, c.num_key_value_heads
-        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-        self.scale = self.head_dim**-0.5
-        rot = decoder.rotary_emb
-        self.inv_freq = rot.inv_freq.detach().float().clone()  # (Dh/2,) of HF's own rope init
-        self.rope_scale = float(getattr(rot, "attention_scaling", 1.0) or 1.0)
-        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos/sin tables (P, Dh/2)
-
-    def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """pos (B, T) long -> cos, sin (B, 1, T, Dh/2) float32, from tables grown on demand."""
-        need = int(pos.max()) + 1 if pos.numel() else 1
-        if self._rope is None or self._rope[0].shape[0] < need or self._rope[0].device != pos.device:
-            n = max(need, 2 * self._rope[0].shape[0] if self._rope is not None else 256)
-            ang = torch.outer(torch.arange(n, dtype=torch.float32, device=pos.device), self.inv_freq.to(pos.device))
-            self._rope = (ang.cos() * self.rope_scale, ang.sin() * self.rope_scale)
-        return self._rope[0][pos].unsqueeze(1), self._rope[1][pos].unsqueeze(1)
-
-    def __call__(self, ids: torch.Tensor, key_mask: torch.Tensor | None, cache: NativeCache | None) -> torch.Tensor:
-        """ids (B, T); key_mask None (causal, positions from the cache length) or (B, S) bool ->
-        final-normed hidden states (B, T, D)."""
-        B, T = ids.shape
-        s = cache.length if cache is not None else 0
-        mask = None
-        if key_mask is None:
-            pos = torch.arange(s, s + T, device=ids.device).expand(B, T)
-            if cache is not None and s > 0:  # causal over cached + new keys
-                q = torch.arange(s, s + T, device=ids.device)[:, None]
-                mask = (torch.arange(s + T, device=ids.device)[None, :] <= q)[None, None]
-        elif T == 1 and cache is not None:  # one decoding step: the new token sees every real key
-            pos = key_mask.sum(-1, keepdim=True) - 1
-            mask = torch.zeros(key_mask.shape, device=ids.device).masked_fill_(~key_mask, float("-inf"))
-            mask = mask[:, None, None]  # additive (B, 1, 1, S)
-        else:
-            pos = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, s:]
-            q = torch.arange(s, s + T, device=ids.device)[:, None]
-            k = torch.arange(key_mask.shape[1], device=ids.device)[None, :]
-            mask = (((k <= q)[None] & key_mask[:, None, :]) | (k == q)[None])[:, None]  # (B, 1, T, S)
-        cos, sin = self.rope(pos)
-        x = self.embed(ids)
-        for i, layer in enumerate(self.layers):
-            x = x + self.attention(layer.self_attn, _rms_norm(layer.input_layernorm, x), cos, sin, mask, cache, i)
-            x = x + self.mlp(layer.mlp, _rms_norm(layer.post_attention_layernorm, x))
-        if cache is not None:
-            cache.length += T
-        return _rms_norm(self.norm, x)
-
-    @staticmethod
-    def mlp(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        return m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
-
-    def attention(self, a: nn.Module, x, cos, sin, mask, cache: NativeCache | None, layer: int) -> torch.Tensor:
-        """x (B, T, D) -> attention output (B, T, D), through a's q/k/v/o projections."""
-        B, T, _ = x.shape
-        H, Hkv, Dh = self.n_head, self.n_kv, self.head_dim
-        q = a.q_proj(x).view(B, T, H, Dh).transpose(1, 2)
-        k = a.k_proj(x).view(B, T, Hkv, Dh).transpose(1, 2)
-        v = a.v_proj(x).view(B, T, Hkv, Dh).transpose(1, 2)
-        qk = _apply_rope(torch.cat((q, k), dim=1), cos.to(q.dtype), sin.to(q.dtype))  # q and k in one call
-        q, k = qk[:, :H], qk[:, H:]
-        if cache is not None:
-            s = cache.length
-            cache.k[layer, :, :, s : s + T] = k
-            cache.v[layer, :, :, s : s + T] = v
-            k, v = cache.k[layer, :, :, : s + T], cache.v[layer, :, :, : s + T]
-        if T == 1 and mask is not None and mask.dtype != torch.bool:  # decoding: one query, additive mask
-            qg = q.reshape(B, Hkv, H // Hkv, Dh)  # head h = kv head h // (H/Hkv), as HF's repeat_kv
-            att = torch.matmul(qg, k.transpose(-1, -2)).mul_(self.scale).add_(mask)
-            y = torch.matmul(att.softmax(-1), v).reshape(B, H, 1, Dh)  # cheaper than SDPA for one query
-        else:
-            gqa = {"enable_gqa": True} if H != Hkv else {}
-            causal = mask is None
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale, **gqa)
-        return a.o_proj(y.transpose(1, 2).reshape(B, T, H * Dh))
-
-
-def _rms_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """HF's LlamaRMSNorm / Qwen2RMSNorm as one fused op (the module itself for mixed dtypes)."""
-    if norm.weight.dtype != x.dtype:
-        return norm(x)
-    return F.rms_norm(x, (x.shape[-1],), norm.weight, norm.variance_epsilon)
-
-
-def _apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (B, H, T, Dh); cos/sin (B, 1, T, Dh/2) -> rotated x (HF's rotate-half convention)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-
 
 class HFPolicy(nn.Module):
     """An HF causal LM with TinyGPT's interface (``hidden``/``logits``/``forward``/``new_cache``).
@@ -224,7 +83,8 @@ class HFPolicy(nn.Module):
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         why = native_unsupported(self.lm, cfg)
         self.native_off = "native=False" if native is False else why
-        self.native = NativeDecoder(self.lm) if self.native_off is None else None  # uses the HF modules
+        fuse = cfg.dtype == "float32"  # the lean sampling path computes in float32 only
+        self.native = NativeDecoder(self.lm, fuse) if self.native_off is None else None  # uses the HF modules
 
     @property
     def device(self) -> torch.device:
@@ -283,6 +143,16 @@ class HFPolicy(nn.Module):
     def forward(self, ids, key_mask=None, cache=None):
         """ids (B, T), key_mask (B, S) bool or None -> logits (B, T, V) float32."""
         return self.logits(self.hidden(ids, key_mask, cache))
+
+    def decode_step(self, tok: torch.Tensor, cache) -> torch.Tensor:
+        """The sampler's step: tok (N,) -> next-token logits (N, V), appending one position to the
+        cache, whose key mask must already be True at ``cache.length``. Equals
+        ``forward(tok[:, None], cache.key_mask[:, :length + 1], cache)[:, -1]``."""
+        tok = tok.to(self.device)
+        if self.native is not None and isinstance(cache, NativeCache):
+            with self._autocast():
+                return self.logits(self.native.decode_step(tok, cache))
+        return self(tok[:, None], cache.key_mask[:, : cache.length + 1], cache)[:, -1]
 
     def new_cache(self, batch: int, t_max: int) -> HFCache | NativeCache:
         if self.native is not None:
@@ -393,7 +263,8 @@ class HFTokenizer:
         return head + ids + ([self.eos_id] if eos else [])
 
     def decode(self, ids, skip_special: bool = True) -> str:
-        return self.tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else [int(i) for i in ids]
+        return self.tok.decode(ids, skip_special_tokens=skip_special)
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """Token ids the model sees for one task prompt (chat template or BOS + raw text)."""

@@ -126,7 +126,7 @@ def generate(
         forcing = False  # some live row is being forced (skips the checks otherwise)
 
         cache.key_mask[:, :Tp] = prompt_mask
-        logits = model(prompt_ids, cache.key_mask[:, :Tp], cache)[:, -1]
+        logits = model.logits(model.hidden(prompt_ids, cache.key_mask[:, :Tp], cache)[:, -1:])[:, -1]  # last only
         for step in range(t_total):
             tok, logp, ent, sc, logp_all = sample_next(logits, p, generator)
             if forcing:  # forced interruption tokens replace the sample and are masked out of the loss

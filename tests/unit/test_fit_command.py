@@ -93,6 +93,18 @@ def test_fit_until_holds_out_and_predict_at(tmp_path):
     assert res["prediction"]["observed"] is None
 
 
+def test_predict_at_a_rounded_compute_finds_the_measured_point(tmp_path):
+    # a real run's last compute (3.337821991680e12) is printed as 3.34e+12: copying that back into
+    # --predict-at must still report the measurement there, and nothing for a compute between evals
+    run = _fake_run(tmp_path, "r", A=0.6, B=1.2, C_mid=2e17, seed=4)
+    C, R = load_run_curve(run)[1:]
+    at = 300 * FLOPS_PER_STEP * (1 + 4e-4)  # within 0.1% of step 300, closer to it than to step 290/310
+    p = _fit_json(tmp_path, str(run), "--predict-at", repr(at))["runs"][0]["prediction"]
+    assert p["at"] == at and p["observed"] == R[np.argmin(np.abs(C - 300 * FLOPS_PER_STEP))]
+    p = _fit_json(tmp_path, str(run), "--predict-at", repr(305 * FLOPS_PER_STEP))["runs"][0]["prediction"]
+    assert p["observed"] is None  # halfway between two evaluations
+
+
 def test_never_bent_run_is_flagged(tmp_path, capsys):
     run = _fake_run(tmp_path, "early", A=0.8, B=1.0, C_mid=1e20, seed=5)
     res = _fit_json(tmp_path, str(run))["runs"][0]

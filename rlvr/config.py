@@ -252,6 +252,8 @@ class TrainConfig:
     """Held-out pass@1 every this many steps (0 = only at the end)."""
     eval_problems: int = 200
     """Held-out problems for the periodic evaluation."""
+    eval_samples: int = 1
+    """Samples per problem in the periodic evaluation (its pass@1 averages them: less noise for curve fits)."""
     final_eval_samples: int = 16
     """Samples per problem in the final base-vs-trained evaluation (pass@k up to this k)."""
     checkpoint_every: int = 20
@@ -274,6 +276,9 @@ class TrainConfig:
     """Reward given to a sample whose reward function raised or timed out."""
     max_reward_failure_rate: float = 0.5
     """Stop the run when more than this share of a step's rewards failed."""
+
+    def __post_init__(self):
+        _check(self.eval_samples >= 1, "train.eval_samples", "must be >= 1")
 
 
 @dataclass(frozen=True)

@@ -130,14 +130,15 @@ def fitting_problems(problems: list, model, tok, params, counters: dict | None =
     return kept
 
 
-def heldout_pass_rate(st: TrainState, n_problems: int, seed: int) -> float:
-    """Held-out pass@1: one sample per problem at the training temperature (own RNG stream,
-    so evaluating does not change the training trajectory)."""
+def heldout_pass_rate(st: TrainState, n_problems: int, seed: int, samples: int = 1) -> float:
+    """Held-out pass@1: the mean correctness of ``samples`` samples per problem at the training
+    temperature (own RNG stream, so evaluating does not change the training trajectory)."""
     problems = fitting_problems(st.task.problems("heldout", n_problems), st.model, st.tok, st.params,
                                 None, "heldout")
+    rows = [p for p in problems for _ in range(samples)]
     gen = torch.Generator().manual_seed(seed)
-    rb = sample(st.model, st.tok, [p.prompt for p in problems], st.params, version=st.version, generator=gen)
-    verdicts = verify_all(st.task, rb.texts, problems, failure_value=st.cfg.train.reward_failure_value,
+    rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=gen)
+    verdicts = verify_all(st.task, rb.texts, rows, failure_value=st.cfg.train.reward_failure_value,
                           timeout_s=st.cfg.reward.timeout_s)
     return sum(v.correct for v in verdicts) / max(1, len(verdicts))
 
@@ -215,7 +216,8 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             st.last_entropy = m["entropy"]
             every = cfg.train.eval_every
             if (every and st.step % every == 0) or st.step == cfg.train.steps or st.step == 1:
-                m["heldout_pass_rate"] = heldout_pass_rate(st, cfg.train.eval_problems, cfg.train.seed + 7)
+                m["heldout_pass_rate"] = heldout_pass_rate(st, cfg.train.eval_problems, cfg.train.seed + 7,
+                                                            cfg.train.eval_samples)
             if st.nan_steps >= cfg.train.max_nan_steps:
                 _log_line(log, m)
                 raise UserError(f"stopping: {st.nan_steps} steps had NaN/Inf loss or gradients "

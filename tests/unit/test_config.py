@@ -63,3 +63,27 @@ def test_overrides_after_options_are_accepted(capsys):
     assert main(["config", "show", "dapo", "loss.eps_high=0.3"]) == 0
     args, extra = build_parser().parse_known_args(["train", "quickstart", "--seeds", "0", "train.steps=3"])
     assert extra == ["train.steps=3"]
+
+
+def test_periodic_eval_averages_eval_samples_per_problem(monkeypatch):
+    from types import SimpleNamespace
+
+    from rlvr.tasks.arithmetic import ArithmeticTask
+    from rlvr.train import loop
+
+    task = ArithmeticTask()
+    seen = {}
+
+    def fake_sample(model, tok, prompts, params, **kw):
+        seen["prompts"] = prompts
+        return SimpleNamespace(texts=[f"A:{task.problems('heldout', 3)[i // 4].answer}" if i % 4 == 0 else "A:x"
+                                      for i in range(len(prompts))])
+
+    monkeypatch.setattr(loop, "sample", fake_sample)
+    monkeypatch.setattr(loop, "fitting_problems", lambda probs, *a: probs)
+    st = SimpleNamespace(task=task, model=None, tok=None, params=None, version=0,
+                         cfg=load_config("quickstart", ["train.eval_samples=4"]))
+    assert loop.heldout_pass_rate(st, 3, seed=0, samples=4) == 0.25
+    assert len(seen["prompts"]) == 12 and seen["prompts"][:4] == [task.problems("heldout", 3)[0].prompt] * 4
+    with pytest.raises(ConfigError, match="eval_samples"):
+        load_config("quickstart", ["train.eval_samples=0"])

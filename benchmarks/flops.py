@@ -19,27 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import matmul_peak, median_time  # noqa: E402
+
 HF_MODELS = {"hf-0.14M": {"arch": "qwen2", "hidden": 64, "layers": 2, "heads": 4},
              "hf-5M": {"arch": "qwen2", "hidden": 256, "layers": 5, "heads": 4}}
-
-
-def matmul_peak(dtype=torch.float32, sizes=(512, 1024, 2048), reps=10) -> float:
-    """Best FLOP/s of square ``dtype`` matmuls (one warm-up each)."""
-    best = 0.0
-    for n in sizes:
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        a @ b
-        t = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t))
-    return best
 
 
 def load(name: str, cache: Path):
@@ -59,16 +48,6 @@ def load(name: str, cache: Path):
         build_tiny_hf(d, **HF_MODELS[name])
     m, _ = load_hf_policy(str(d), ModelConfig(kind="hf", path=str(d), chat_template=False))
     return m, 259, 2 * m.lm_head.weight.numel()
-
-
-def median_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def measure(model, vocab: int, head: int, batch: int, tp: int, new: int, repeats: int) -> dict:

@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-
-def matmul_peak(dtype=torch.float32, sizes=(512, 1024, 2048), reps=10) -> float:
-    best = 0.0
-    for n in sizes:
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        a @ b
-        t = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t))
-    return best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import matmul_peak  # noqa: E402
 
 
 def main() -> None:

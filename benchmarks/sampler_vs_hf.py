@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import median_time  # noqa: E402
 
 
 def tiny_and_llama(vocab: int):
@@ -84,13 +88,7 @@ def main() -> None:
 
     res = {}
     for name, fn in (("rlvr", run_rlvr), ("hf_generate", run_hf)):
-        fn()  # warm-up
-        times = []
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        res[name] = n_tok / statistics.median(times)
+        res[name] = n_tok / median_time(fn, args.repeats)
         print(f"{name:12s} {res[name]:10.0f} tokens/s (median of {args.repeats})")
     ratio = res["rlvr"] / res["hf_generate"]
     floor = matmul_floor_s(tiny, args.batch, 32, args.new_tokens)

@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _timing import median_time  # noqa: E402
+
 TRL_VERSION = "1.16.0"
 MODELS = {  # name -> build_tiny_hf arguments (qwen2, byte-level tokenizer, tied embedding)
     "qwen2-0.14M": {"arch": "qwen2", "hidden": 64, "layers": 2, "heads": 4},
@@ -161,13 +164,7 @@ def gen_vs_hf(model_dir: Path, batch: int, new_tokens: int, repeats: int) -> dic
 
     res = {}
     for name, fn in (("rlvr", rlvr), ("hf_generate", hf)):
-        fn()  # warm-up
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        res[name] = n_tok / statistics.median(times)
+        res[name] = n_tok / median_time(fn, repeats)
     res["speedup"] = res["rlvr"] / res["hf_generate"]
     res["params"] = policy.num_params()
     return res

@@ -65,6 +65,12 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"reward.kind: unknown {cfg.reward.kind!r}; use verifier, mix or one of "
                             f"{', '.join(sorted(INTRINSIC_REWARDS))}")
     check_test_time(cfg)
+    no_labels = cfg.reward.kind not in ("verifier", "mix") or (
+        cfg.reward.kind == "mix" and not cfg.reward.weights.get("verifier", 0))
+    if no_labels and cfg.algo.npr_threshold > 0:
+        warn(f"algo.npr_threshold={cfg.algo.npr_threshold} retires prompts by their ground-truth pass rate, so "
+             f"this reward.kind={cfg.reward.kind} run still uses labels; set algo.npr_threshold=0 for "
+             "label-free (unsupervised) RLVR")
 
 
 def build_state(cfg: RunConfig, model, tok) -> TrainState:

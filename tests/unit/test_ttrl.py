@@ -102,3 +102,8 @@ def test_shipped_ttrl_config_is_test_time_and_valid():
     assert cfg.task.test_time and cfg.reward.kind == "majority_vote"
     assert cfg.train.eval_problems == cfg.task.heldout_size == 64
     validate(load_config(None, BASE[:-1] + ["reward.kind=verifier"]))  # verifier is fine without test_time
+
+
+def test_no_positive_resampling_with_an_intrinsic_reward_warns_of_label_use():
+    with pytest.warns(RuntimeWarning, match="npr_threshold"):
+        validate(load_config("quickstart", ["reward.kind=self_certainty"]))

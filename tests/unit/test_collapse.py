@@ -183,3 +183,18 @@ def test_command_bad_window(runs, capsys):
     assert main(["collapse", str(late), "--window", "0"]) == 2
     assert "--window" in capsys.readouterr().err
     assert main(["collapse", str(late), str(late)]) == 2
+
+
+def test_cli_output_into_a_closed_pipe_stops_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    runs = []
+    for i in range(40):  # many runs: the table is longer than the pipe takes before it closes
+        f = tmp_path / f"run{i}.jsonl"
+        f.write_text("\n".join(f'{{"step": {s}, "reward_accuracy": {max(0.0, 0.9 - 0.1 * s)}, "accuracy": 0.1}}'
+                               for s in range(1, 12)))
+        runs.append(str(f))
+    cmd = f"{sys.executable} -m rlvr.cli collapse {' '.join(runs)} | head -c 10"
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr

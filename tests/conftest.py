@@ -22,3 +22,12 @@ def _private_cache(tmp_path_factory):
 @pytest.fixture
 def tiny_overrides(tmp_path):
     return [*TINY, f"train.out_dir={tmp_path}", "log.progress=none"]
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module, restored after it (tiny matrices: threads cost more than they give)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -42,9 +42,11 @@ def encode_prompts(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int = 0,
-           generator: torch.Generator | None = None, batch_size: int = 512, weight_sync=None) -> RolloutBatch:
-    """One completion per prompt (repeat prompts for G samples); texts decoded. Large inputs are
-    split into chunks of ``batch_size`` rows and concatenated."""
+           generator: torch.Generator | None = None, batch_size: int = 512, weight_sync=None,
+           sync_every: int = 8) -> RolloutBatch:
+    """One completion per prompt (repeat prompts for G samples), on the model's device; texts decoded.
+    Large inputs are split into chunks of ``batch_size`` rows and concatenated. ``weight_sync`` and
+    ``sync_every``: the in-flight weight update hook of :func:`rlvr.rollout.sample.generate`."""
     was_training = model.training
     model.eval()
     try:
@@ -53,7 +55,7 @@ def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int
         for i in range(0, len(prompts), batch_size):
             ids, mask = encode_prompts(tok, prompts[i : i + batch_size])
             rb = generate(model, ids.to(device), mask.to(device), params, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                          version=version, generator=generator, weight_sync=weight_sync)
+                          version=version, generator=generator, weight_sync=weight_sync, sync_every=sync_every)
             rb.texts = [tok.decode(row[m]) for row, m in zip(rb.completion_ids.cpu(), rb.completion_mask.cpu())]
             parts.append(rb)
     finally:

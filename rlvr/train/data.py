@@ -22,17 +22,21 @@ def training_problems(task, tc: TaskConfig) -> list[Problem]:
     return task.problems("train", tc.train_size or None)
 
 
+def reward_uses_labels(rc) -> bool:
+    """Whether the reward of RewardConfig ``rc`` reads ground truth: the verifier, or a mix that weights it."""
+    return rc.kind == "verifier" or (rc.kind == "mix" and bool(rc.weights.get("verifier", 0)))
+
+
 def check_test_time(cfg: RunConfig) -> None:
     """Refuse the test-time settings that would train on held-out labels (ConfigError), and an
     evaluation set that differs from the training set. No-op unless ``task.test_time``."""
     if not cfg.task.test_time:
         return
     leak = "task.test_time=true trains on the held-out problems, so their labels must not reach the loss"
-    kind = cfg.reward.kind
-    if kind == "verifier":
-        raise ConfigError(f"reward.kind: verifier with {leak}; use an unsupervised reward "
-                          "(reward.kind=majority_vote, self_certainty, ...)")
-    if kind == "mix" and cfg.reward.weights.get("verifier", 0):
+    if reward_uses_labels(cfg.reward):
+        if cfg.reward.kind == "verifier":
+            raise ConfigError(f"reward.kind: verifier with {leak}; use an unsupervised reward "
+                              "(reward.kind=majority_vote, self_certainty, ...)")
         raise ConfigError(f"reward.weights: a verifier weight with {leak}; drop the verifier from the mix")
     if cfg.algo.npr_threshold > 0:
         raise ConfigError(f"algo.npr_threshold: No-Positive-Resampling retires prompts by their ground-truth "

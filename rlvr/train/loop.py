@@ -17,7 +17,7 @@ from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress, warn
 from rlvr.rollout.engine import sample, sample_params, verify_all
 from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, remove_partial, save_checkpoint
-from rlvr.train.data import PromptSampler, check_test_time, training_problems
+from rlvr.train.data import PromptSampler, check_test_time, reward_uses_labels, training_problems
 from rlvr.train.step import TrainState
 
 
@@ -65,9 +65,7 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"reward.kind: unknown {cfg.reward.kind!r}; use verifier, mix or one of "
                             f"{', '.join(sorted(INTRINSIC_REWARDS))}")
     check_test_time(cfg)
-    no_labels = cfg.reward.kind not in ("verifier", "mix") or (
-        cfg.reward.kind == "mix" and not cfg.reward.weights.get("verifier", 0))
-    if no_labels and cfg.algo.npr_threshold > 0:
+    if not reward_uses_labels(cfg.reward) and cfg.algo.npr_threshold > 0:
         warn(f"algo.npr_threshold={cfg.algo.npr_threshold} retires prompts by their ground-truth pass rate, so "
              f"this reward.kind={cfg.reward.kind} run still uses labels; set algo.npr_threshold=0 for "
              "label-free (unsupervised) RLVR")

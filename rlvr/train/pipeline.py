@@ -37,9 +37,7 @@ import torch
 
 from rlvr.errors import UserError
 from rlvr.log import warn
-from rlvr.model.io import model_device
-from rlvr.rollout.engine import concat_batches, encode_prompts, select_rows, verify_checked
-from rlvr.rollout.sample import generate
+from rlvr.rollout.engine import concat_batches, sample, select_rows, verify_checked
 from rlvr.train.distributed import PipelineError, PipelineTimeout, WeightStore
 from rlvr.types import RolloutBatch
 
@@ -283,12 +281,9 @@ class LocalProducer:
         torch.set_num_threads(_threads_per_worker(self.cfg))
         self.sync()
         G = self.cfg.algo.group_size
-        ids, mask = encode_prompts(self.tok, [p.prompt for p in problems for _ in range(G)])
-        dev = model_device(self.model)
-        rb = generate(self.model, ids.to(dev), mask.to(dev), self.params, eos_id=self.tok.eos_id,
-                      pad_id=self.tok.pad_id, version=self.version, generator=self.gen, weight_sync=self.sync,
-                      sync_every=self.cfg.pipeline.sync_every)
-        rb.texts = [self.tok.decode(row[m]) for row, m in zip(rb.completion_ids.cpu(), rb.completion_mask.cpu())]
+        rb = sample(self.model, self.tok, [p.prompt for p in problems for _ in range(G)], self.params,
+                    version=self.version, generator=self.gen, weight_sync=self.sync,
+                    sync_every=self.cfg.pipeline.sync_every)
         scored = score_rollouts(self.cfg, self.task, rb, problems, G, self.params.max_new_tokens, self.count)
         return make_groups(self.cfg, rb, *scored, problems, self.idx, chunk)
 

@@ -98,16 +98,11 @@ class GeneratorActor:
         return version
 
     def generate(self, prompts: list[str]):
-        from rlvr.rollout.engine import encode_prompts
-        from rlvr.rollout.sample import generate
+        from rlvr.rollout.engine import sample
 
         self.sync()
-        ids, mask = encode_prompts(self.tok, prompts)
-        rb = generate(self.model, ids, mask, self.params, eos_id=self.tok.eos_id, pad_id=self.tok.pad_id,
-                      version=self.version, generator=self.gen, weight_sync=self.sync,
-                      sync_every=self.cfg.pipeline.sync_every)
-        rb.texts = [self.tok.decode(row[m]) for row, m in zip(rb.completion_ids, rb.completion_mask)]
-        return rb
+        return sample(self.model, self.tok, prompts, self.params, version=self.version, generator=self.gen,
+                      weight_sync=self.sync, sync_every=self.cfg.pipeline.sync_every)
 
     def pid(self) -> int:
         return os.getpid()

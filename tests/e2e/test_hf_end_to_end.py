@@ -8,7 +8,6 @@ import json
 import math
 
 import pytest
-import torch
 
 pytest.importorskip("transformers")
 
@@ -20,12 +19,7 @@ OVER = ["reward.kind=self_certainty", "algo.prompts_per_step=2", "sampling.max_n
         "train.eval_problems=4", "log.progress=none"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _metrics(run):

@@ -17,16 +17,11 @@ CFG = ModelConfig(kind="hf", path="x", chat_template=False)
 PROMPTS = ["Q:3+4*2+1\n", "Q:1+1\n", "Q:9*9-2+3*3\n"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory, _one_thread):
+def dirs(tmp_path_factory, one_thread):
     root = tmp_path_factory.mktemp("native")
     return {arch: build_tiny_hf(root / arch, arch=arch, hidden=32, layers=2, heads=4, init_std=0.3)
             for arch in ("llama", "qwen2")}

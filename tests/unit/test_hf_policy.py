@@ -26,17 +26,11 @@ PROMPTS = ["Q:3+4*2+1\n", "Q:1+1\n", "Q:9*9-2+3*3\n"]
 NO_CHAT = ModelConfig(kind="hf", path="x", chat_template=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny matrices: one thread is ~50x faster than two on a shared, loaded machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory, _one_thread):
+def dirs(tmp_path_factory, one_thread):
     root = tmp_path_factory.mktemp("hf")
     llama = build_tiny_hf(root / "llama", arch="llama", hidden=32, layers=2, heads=4, init_std=0.3)
     cli = ["build-tiny", str(root / "qwen2"), "--arch", "qwen2", "--hidden", "32", "--layers", "1"]

@@ -56,6 +56,24 @@ def matmul_floor_s(model, batch: int, prompt_len: int, new_tokens: int, repeats:
     return best
 
 
+def attention_floor_s(model, batch: int, prompt_len: int, new_tokens: int, repeats: int = 3) -> float:
+    """Seconds that the decode-step attention alone takes here (per step and layer: scores against
+    the cached keys, softmax, weighted sum of the cached values, over a cache that grows from
+    prompt_len + 1 to prompt_len + new_tokens): the KV-cache reads every sampler has to make."""
+    c = model.cfg
+    nh, dh, t_max = batch * c.n_head, c.d_model // c.n_head, prompt_len + new_tokens
+    k, v, q = torch.randn(nh, t_max, dh), torch.randn(nh, t_max, dh), torch.randn(nh, 1, dh)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for step in range(new_tokens):
+            s = prompt_len + step + 1
+            for _ in range(c.n_layer):
+                torch.bmm((q @ k[:, :s].transpose(1, 2)).softmax(-1), v[:, :s])
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
@@ -97,9 +115,16 @@ def main() -> None:
           f"llama {sum(q.numel() for q in llama.parameters())}, threads {torch.get_num_threads()})")
     print(f"weight matmuls alone: {floor:.3f} s = {n_tok / floor:.0f} tokens/s, i.e. at most {ceiling:.2f}x "
           f"hf_generate for any float32 sampler here; rlvr spends {n_tok / res['rlvr'] / floor:.2f}x that time")
+    with torch.inference_mode():
+        floor2 = floor + attention_floor_s(tiny, args.batch, 32, args.new_tokens)
+    ceiling2 = n_tok / floor2 / res["hf_generate"]
+    print(f"weight matmuls + decode attention: {floor2:.3f} s, i.e. at most {ceiling2:.2f}x hf_generate; "
+          f"3x would leave {n_tok / res['hf_generate'] / 3 - floor2:.3f} s for everything else")
     print(json.dumps({"benchmark": "sampler_vs_hf", "rlvr_tok_s": round(res["rlvr"]),
                       "hf_tok_s": round(res["hf_generate"]), "ratio": round(ratio, 2),
-                      "matmul_floor_tok_s": round(n_tok / floor), "ratio_ceiling": round(ceiling, 2)}))
+                      "matmul_floor_tok_s": round(n_tok / floor), "ratio_ceiling": round(ceiling, 2),
+                      "matmul_attention_floor_s": round(floor2, 3),
+                      "ratio_ceiling_with_attention": round(ceiling2, 2)}))
 
 
 if __name__ == "__main__":

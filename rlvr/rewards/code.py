@@ -1,46 +1,6 @@
-"""Sandboxed execution of model-written Python, and a unit-test reward built on it.
+"""Unit-test reward for model-written Python, run in the sandbox of :mod:`rlvr.rewards.sandbox`.
 
-What the sandbox does. Every program runs in a fresh ``python -I`` interpreter (the base
-interpreter of ``sys.executable``, so the caller's site-packages are not on the path) in
-its own session/process group, with a minimal environment (no caller variables), a
-private temporary directory as cwd and HOME (deleted afterwards), stdin closed or fed,
-inherited file descriptors closed, a wall-clock timeout (the whole process group is
-SIGKILLed), stdout+stderr read incrementally and cut at ``max_output`` bytes, and, set by
-the sandboxed interpreter itself before any user code runs, ``setrlimit`` limits on
-address space (``memory_mb``), CPU seconds (``cpu_s``), processes (``max_procs``), file
-size (``max_file_mb``), open files, and core dumps (0). (They are set there rather than in
-a ``preexec_fn`` because CPython documents preexec_fn as unsafe in threaded callers such as
-a TRL trainer or a Ray worker; the effect is the same: no user code runs unlimited.) When
-started as root, it drops to a fresh unprivileged uid/gid (random in [2^30, 2^30 + 2^24))
-before user code runs, because Linux never applies RLIMIT_NPROC to root, and so that the
-process limit counts only this run's processes. ``cpu_s`` is per process.
-Isolation backends, chosen at run time (``isolation="auto"``: first that works):
-
-- ``bwrap`` (bubblewrap) and ``unshare`` (util-linux + mount + chroot): new network
-  namespace (at most its own loopback: the network and the host's 127.0.0.1 services
-  are unreachable), pid namespace
-  (the program sees only its own processes; when it ends all of them die), mount
-  namespace with a fresh root holding only read-only binds of the system (/usr, /etc,
-  /lib*, the interpreter's prefix), a private tmpfs as /sandbox (cwd) and /tmp, and a
-  new /proc. Host files outside those binds (home directories, the caller's data,
-  secrets in temp dirs) are invisible; nothing the program writes reaches the host.
-- ``none`` (fallback, with a one-time RuntimeWarning): resource limits only, plus a
-  ``sys.addaudithook`` guard inside the child that exits with reason ``blocked`` on
-  network calls, process creation, signals to other processes, reads outside the
-  sandbox dir / interpreter / system libraries, and writes/deletes/chdir outside the
-  sandbox dir.
-
-What it does NOT protect against. It is not a security boundary against a determined
-attacker: kernel exploits, side channels and namespace escapes are out of scope; in the
-fallback, ``ctypes`` calls libc directly and bypasses the audit hook entirely (the
-filesystem is then readable and writable wherever the process's uid may, the network is
-reachable, and as root without a privilege drop (interpreter in a directory only root can
-enter, e.g. /root/.pyenv) the process limit does not apply and a ctypes-forked process
-that calls setsid() outlives the run (with the drop, every process of the run's uid is
-killed at the end); for a non-root caller the fallback's process limit counts every
-process of the caller's uid, and the setsid escape applies too. tmpfs usage (at most
-``4 * max_file_mb`` MB each for /sandbox and the root) is memory not counted by
-``memory_mb``. The test harness of :func:`score_code` runs tests in the same interpreter
+The test harness of :func:`score_code` runs tests in the same interpreter
 as the solution, so a solution that introspects the harness's frames, or returns objects
 whose ``__eq__`` is always true, can fake a pass; it does defend against exiting early
 (``sys.exit``/``os._exit`` before the tests), swallowing test failures, and printing fake
@@ -49,124 +9,16 @@ success (results travel on a private pipe with a per-run nonce).
 
 from __future__ import annotations
 
-import json
-import math
-import os
 import re
 import secrets
-import selectors
-import shlex
-import shutil
-import signal
-import stat
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.rewards.sandbox import LIMIT_KEYS, SandboxResult, check_limits, resolve_isolation, run_program
 
-REASONS = ("ok", "failed", "error", "incomplete", "timeout", "cpu_limit", "memory", "output_limit",
-           "crashed", "killed", "blocked", "sandbox_error")
-ISOLATIONS = ("auto", "bwrap", "unshare", "none")
-BLOCKED_EXIT = 113  # exit status of the fallback audit guard
-UID_BASE = 1 << 30  # sandboxed programs started by root run as UID_BASE + randbelow(2**24)
-_INNER_DIR = "/sandbox"
-_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
-_LIMIT_KEYS = ("timeout_s", "memory_mb", "cpu_s", "max_output", "max_procs", "max_file_mb", "isolation")
-
-
-@dataclass(frozen=True)
-class SandboxResult:
-    """Outcome of one sandboxed run. ``reason`` is one of :data:`REASONS`."""
-
-    ok: bool
-    returncode: int | None  # negative: killed by that signal
-    stdout: str
-    stderr: str
-    reason: str
-    wall_s: float
-    isolation: str = "none"
-    cpu_s: float = 0.0
-    tests_passed: int | None = None  # score_code only
-    tests_total: int | None = None
-
-
-# ----------------------------------------------------------------------------- child side
-_BOOT = r'''
-import fcntl, json, os, resource, sys
-cfg = json.loads(sys.argv[1])
-os.chdir(cfg["dir"])
-res_fd, st_fd = cfg["fds"]
-status_fd = fcntl.fcntl(st_fd, fcntl.F_DUPFD, 10)
-os.close(st_fd)
-if res_fd != 3:
-    os.dup2(res_fd, 3); os.close(res_fd)
-if cfg["drop"]:
-    try:
-        os.chown(".", cfg["drop"], cfg["drop"])
-    except OSError:
-        pass
-    os.setgroups([]); os.setgid(cfg["drop"]); os.setuid(cfg["drop"])
-pid = os.fork()
-if pid:  # supervisor: report the exact wait status of the program, then leave
-    os.close(3)
-    _, status, usage = os.wait4(pid, 0)
-    os.write(status_fd, f"{status} {usage.ru_utime + usage.ru_stime}".encode())
-    os._exit(0)
-os.close(status_fd)
-for name, (soft, hard) in cfg["limits"].items():
-    resource.setrlimit(getattr(resource, name), (soft, hard))
-if cfg["guard"]:
-    def _guard(root, readable):
-        def inside(p, dirs):
-            return any(p == d or p.startswith(d.rstrip("/") + "/") for d in dirs)
-        def resolve(p):
-            p = os.fsdecode(p)
-            if ".." in p.split("/") and not os.path.isabs(p):
-                deny("relative path with '..'", p)
-            return os.path.realpath(p)
-        def deny(what, arg):
-            os.write(2, f"sandbox: blocked {what} {arg!r}\n".encode())
-            os._exit(113)
-        procs = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-                 "os.forkpty", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
-                 "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "os.chroot"}
-        writes = {"os.remove": 1, "os.rmdir": 1, "os.rename": 2, "os.replace": 2, "os.link": 2,
-                  "os.symlink": 2, "os.truncate": 1, "os.chmod": 1, "os.chown": 1, "os.mkdir": 1,
-                  "os.utime": 1, "shutil.rmtree": 1, "os.setxattr": 1, "os.removexattr": 1, "os.chdir": 1}
-        wflags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-        def hook(event, args):
-            if event in procs:
-                deny(event, args[:2])
-            elif event in ("os.kill", "os.killpg", "signal.pthread_kill") and args[0] != os.getpid():
-                deny(event, args[:2])
-            elif event in writes:
-                for p in args[: writes[event]]:
-                    if isinstance(p, (str, bytes, os.PathLike)) and not inside(resolve(p), [root]):
-                        deny(event, p)
-            elif event in ("open", "os.listdir", "os.scandir") and isinstance(args[0], (str, bytes)):
-                p = resolve(args[0])
-                mode, flags = (args[1], args[2]) if event == "open" else ("r", 0)
-                write = bool((flags or 0) & wflags) or any(c in (mode or "") for c in "wax+")
-                if not inside(p, [root]) and (write or not inside(p, readable) or
-                                              (event == "open" and os.path.isdir(p))):
-                    deny("write" if write else "read", p)
-        sys.addaudithook(hook)
-    _guard(os.path.realpath(cfg["dir"]), [os.path.realpath(p) for p in cfg["readable"] + sys.path if p])
-del cfg
-sys.argv = ["main.py"]
-with open("main.py", encoding="utf-8") as _f:
-    _src = _f.read()
-exec(compile(_src, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-'''
-
+# Runs the solution, then each test in its namespace; reports on fd 3 with the nonce read from stdin.
 _HARNESS = r'''
 import json as _json, os as _os, sys as _sys, traceback as _tb
 def _rlvr_harness(solution, tests):
@@ -191,374 +43,6 @@ def _rlvr_harness(solution, tests):
     _os._exit(0 if passed == len(tests) else 1)
 '''
 
-# Readable in the fallback besides the sandbox dir and sys.path (system libraries, zoneinfo, devices).
-_READABLE = ["/usr/lib", "/usr/lib64", "/usr/share", "/lib", "/lib64", "/etc/localtime", "/dev/null",
-             "/dev/zero", "/dev/urandom", "/proc/self/fd"]
-
-
-# ----------------------------------------------------------------------------- backends
-def _interpreter() -> str:
-    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-
-
-def _tool(name: str) -> str | None:
-    """Absolute path of a system tool (the caller's PATH, then the sbin directories)."""
-    path = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
-    return shutil.which(name, path=path)
-
-
-def _ancestors(path: str) -> list[str]:
-    """``/a/b/c`` -> ``['/a/b', '/a', '/']``."""
-    out = []
-    while path not in ("/", ""):
-        path = os.path.dirname(path)
-        out.append(path)
-    return out
-
-
-def _world_traversable(path: str) -> bool:
-    """True when every ancestor of ``path`` can be entered by any user (o+x)."""
-    return all(os.stat(p).st_mode & stat.S_IXOTH for p in _ancestors(path))
-
-
-def _system_binds(python: str) -> tuple[list[str], list[tuple[str, str]]]:
-    """Read-only directories to bind and top-level symlinks to recreate in the new root."""
-    prefix = os.path.dirname(os.path.dirname(python))
-    dirs = [d for d in ("/usr", "/etc") if os.path.isdir(d)]
-    links = []
-    for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
-        if os.path.islink(top):
-            links.append((os.readlink(top), top))
-        elif os.path.isdir(top):
-            dirs.append(top)
-    if not any(prefix == d or prefix.startswith(d + "/") for d in dirs):
-        dirs.append(prefix)
-    return dirs, links
-
-
-def _unshare_cmd(base: str, python: str, disk_mb: int, uid: int) -> list[str]:
-    dirs, links = _system_binds(python)
-    root, q = os.path.join(base, "root"), shlex.quote
-    mount, chroot, setpriv = _tool("mount") or "mount", _tool("chroot") or "chroot", _tool("setpriv")
-    lines = ["set -e", f"R={q(root)}", f"mount() {{ {q(mount)} \"$@\"; }}",
-             f"mount -t tmpfs -o size={disk_mb}m,mode=755 rlvr-root \"$R\""]
-    for d in dirs:
-        lines.append(f"mkdir -p \"$R\"{q(d)}; mount --bind {q(d)} \"$R\"{q(d)}; "
-                     f"mount -o remount,bind,ro \"$R\"{q(d)}")
-    lines += [f"ln -s {q(t)} \"$R\"{q(top)}" for t, top in links]
-    lines += ["mkdir -p \"$R/sandbox\" \"$R/tmp\" \"$R/proc\" \"$R/dev\"", "chmod 1777 \"$R/tmp\"",
-              f"mount -t tmpfs -o size={disk_mb}m,mode=700,uid={uid},gid={uid} rlvr-work \"$R/sandbox\"",
-              f"touch \"$R/sandbox/main.py\"; mount --bind {q(os.path.join(base, 'main.py'))} "
-              "\"$R/sandbox/main.py\"; mount -o remount,bind,ro \"$R/sandbox/main.py\"",
-              "mount -t proc proc \"$R/proc\"", "ln -s /proc/self/fd \"$R/dev/fd\""]
-    for dev in ("null", "zero", "urandom", "random"):
-        lines.append(f"touch \"$R/dev/{dev}\"; mount --bind /dev/{dev} \"$R/dev/{dev}\"")
-    caps = "" if os.geteuid() == 0 or not setpriv else (
-        f"{q(setpriv)} --bounding-set=-all --inh-caps=-all --no-new-privs -- ")
-    lines.append(f"exec {q(chroot)} \"$R\" {caps}\"$@\"")
-    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-    return [_tool("unshare") or "unshare", *user, "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
-            "--kill-child", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh"]
-
-
-def _bwrap_cmd(base: str, python: str, disk_mb: int, uid: int) -> list[str]:
-    dirs, links = _system_binds(python)
-    cmd = [_tool("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-           "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    if os.geteuid() == 0:  # no user namespace: keep just what the privilege drop needs
-        cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:
-        cmd += ["--unshare-user"]
-    for d in dirs:  # parents bwrap would create 0700, which nobody cannot enter
-        parents = [p for p in _ancestors(d) if p != "/"]
-        cmd += [x for p in reversed(parents) for x in ("--perms", "0755", "--dir", p)]
-        cmd += ["--ro-bind", d, d]
-    for target, top in links:
-        cmd += ["--symlink", target, top]
-    size = str(disk_mb << 20)
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
-            "--perms", "0777", "--size", size, "--tmpfs", _INNER_DIR,
-            "--ro-bind", os.path.join(base, "main.py"), f"{_INNER_DIR}/main.py", "--chdir", _INNER_DIR, "--"]
-    return cmd
-
-
-_probe_lock = threading.Lock()
-_probe_cache: dict[str, str | None] = {}  # backend -> None if it works, else why not
-_warned = False
-
-
-def _probe(backend: str) -> str | None:
-    """Why ``backend`` cannot run a trivial program here (None when it can); cached."""
-    with _probe_lock:
-        if backend not in _probe_cache:
-            tool = {"bwrap": "bwrap", "unshare": "unshare"}[backend]
-            if sys.platform != "linux" or not _tool(tool) or not _tool("sh"):
-                _probe_cache[backend] = f"{tool} not found"
-            else:
-                r = _run(f"print({backend!r})", backend, **_check_limits(timeout_s=20.0, memory_mb=256,
-                                                                          max_output=4096, max_file_mb=4))
-                good = r.reason == "ok" and r.stdout.strip() == backend
-                _probe_cache[backend] = None if good else f"{tool} failed: {r.stderr.strip()[-300:]}"
-        return _probe_cache[backend]
-
-
-def resolve_isolation(isolation: str = "auto") -> str:
-    """The backend a run with ``isolation`` uses here: 'bwrap', 'unshare' or 'none'."""
-    global _warned
-    if isolation not in ISOLATIONS:
-        raise UserError(f"unknown sandbox isolation {isolation!r}; choose one of {', '.join(ISOLATIONS)}")
-    if isolation == "none":
-        return "none"
-    if isolation != "auto":
-        why = _probe(isolation)
-        if why:
-            raise UserError(f"sandbox isolation {isolation!r} is unavailable ({why}); "
-                            "install it (apt-get install bubblewrap / util-linux) or use isolation='auto'")
-        return isolation
-    for backend in ("bwrap", "unshare"):
-        if _probe(backend) is None:
-            return backend
-    if not _warned:
-        _warned = True
-        warnings.warn("rlvr sandbox: neither bwrap nor unshare works here; running code with resource "
-                      "limits and an audit hook only, which is NOT a security boundary "
-                      "(install bubblewrap for filesystem and network isolation)", RuntimeWarning,
-                      stacklevel=3)
-    return "none"
-
-
-# ----------------------------------------------------------------------------- parent side
-def _peek_exited(pid: int) -> bool:
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _pump(proc: subprocess.Popen, side: dict[str, int], timeout_s: float, cap: int
-          ) -> tuple[dict[str, Any], str | None]:
-    """Read stdout/stderr and the ``side`` pipes until exit, timeout or the output cap, kill the
-    process group, reap. stdout+stderr together keep at most ``cap`` bytes, side pipes their last 4 KB."""
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    bufs = {fd: bytearray() for fd in (out_fd, err_fd, *side.values())}
-    sel = selectors.DefaultSelector()
-    for fd in bufs:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    deadline, killed = time.monotonic() + timeout_s, None
-
-    def read_ready(wait: float) -> None:
-        nonlocal killed
-        for key, _ in sel.select(timeout=wait):
-            try:
-                data = os.read(key.fd, 65536)
-            except BlockingIOError:
-                continue
-            if not data:
-                sel.unregister(key.fd)
-                continue
-            bufs[key.fd] += data
-            if key.fd not in (out_fd, err_fd):
-                del bufs[key.fd][:-4096]
-            elif len(bufs[out_fd]) + len(bufs[err_fd]) > cap:
-                killed = killed or "output_limit"
-
-    while killed is None and not _peek_exited(proc.pid):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            killed = "timeout"
-        elif sel.get_map():
-            read_ready(min(left, 0.05))
-        else:
-            time.sleep(min(left, 0.01))
-    _killpg(proc.pid)
-    drain_until = time.monotonic() + 1.0
-    while sel.get_map() and time.monotonic() < drain_until and killed != "output_limit":
-        read_ready(0.05)
-    sel.close()
-    try:
-        _, status, rusage = os.wait4(proc.pid, 0)
-        proc.returncode, cpu = os.waitstatus_to_exitcode(status), rusage.ru_utime + rusage.ru_stime
-    except ChildProcessError:  # reaped elsewhere (a blanket os.wait() in the caller)
-        proc.returncode, cpu = -signal.SIGKILL, 0.0
-    out, err = bytes(bufs[out_fd][:cap]), bytes(bufs[err_fd][: max(0, cap - len(bufs[out_fd]))])
-    io = {"stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"),
-          "cpu_s": cpu}
-    io.update({name: bytes(bufs[fd]) for name, fd in side.items()})
-    return io, killed
-
-
-def _classify(rc: int, killed: str | None, io: dict, cpu_limit: float, harness: dict | None,
-              expect_harness: bool) -> str:
-    if killed:
-        return killed
-    if rc < 0:
-        sig = -rc
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and io["cpu_s"] >= 0.8 * cpu_limit):
-            return "cpu_limit"
-        return "crashed" if sig in _CRASH_SIGNALS else "killed"
-    if rc == BLOCKED_EXIT and "sandbox: blocked" in io["stderr"]:
-        return "blocked"
-    all_passed = harness is not None and harness["passed"] == harness["total"]
-    if "MemoryError" in io["stderr"] and not all_passed:
-        return "memory"
-    if harness is not None:
-        return "ok" if all_passed else "failed"
-    if expect_harness:
-        return "incomplete" if rc == 0 else "error"
-    return "ok" if rc == 0 else "error"
-
-
-def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, int]
-             ) -> tuple[list, dict, int]:
-    """argv, environment and the uid the program will run as (0: no drop) for ``base``/main.py."""
-    python, root_user = _interpreter(), os.geteuid() == 0
-    disk_mb, cpu = 4 * limits["max_file_mb"], math.ceil(limits["cpu_s"])
-    uid = UID_BASE + secrets.randbelow(1 << 24) if root_user else 0
-    if isolation == "none":  # the interpreter must stay readable after the drop
-        inner = os.path.join(base, "work")
-        os.mkdir(inner, 0o700)
-        shutil.move(os.path.join(base, "main.py"), os.path.join(inner, "main.py"))
-        wrap, drop = [], uid if _world_traversable(python) else 0
-    else:
-        inner, drop = _INNER_DIR, uid
-        os.mkdir(os.path.join(base, "root"), 0o755)
-        wrap = (_bwrap_cmd if isolation == "bwrap" else _unshare_cmd)(base, python, disk_mb, uid)
-    rlimits = {"RLIMIT_AS": [limits["memory_mb"] << 20] * 2, "RLIMIT_CPU": [cpu, cpu + 1],
-               "RLIMIT_NPROC": [limits["max_procs"]] * 2, "RLIMIT_FSIZE": [limits["max_file_mb"] << 20] * 2,
-               "RLIMIT_CORE": [0, 0], "RLIMIT_NOFILE": [256, 256]}
-    # "run" is unused by the child; it lets ps (and the tests) tell runs apart
-    cfg = {"run": base, "dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none",
-           "fds": list(fds), "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
-    child = [python, "-I", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]
-    argv = [_tool("sh") or "/bin/sh", "-c", 'ulimit -c 0; umask 022; exec "$@"', "sh", *wrap, *child]
-    env = {"PATH": "/usr/bin:/bin", "HOME": inner, "TMPDIR": "/tmp" if wrap else inner, "LANG": "C.UTF-8",
-           "USER": "sandbox", "LOGNAME": "sandbox"}
-    return argv, env, drop
-
-
-def _run(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None = None,
-         **limits: Any) -> SandboxResult:
-    """Run ``program`` as main.py under backend ``isolation`` (already resolved) and ``limits``
-    (the keywords of :func:`_check_limits`)."""
-    t0, base = time.monotonic(), tempfile.mkdtemp(prefix="rlvr-sbx-")
-    pipes = [os.pipe(), os.pipe()]  # (read, write) for the harness result and the exit status
-    try:
-        os.chmod(base, 0o755)
-        with open(os.path.join(base, "main.py"), "w", encoding="utf-8") as f:
-            f.write(program)
-        os.chmod(os.path.join(base, "main.py"), 0o644)
-        argv, env, uid = _command(base, isolation, limits, (pipes[0][1], pipes[1][1]))
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, cwd=base, env=env, start_new_session=True,
-                                    close_fds=True, pass_fds=(pipes[0][1], pipes[1][1]))
-        except OSError as exc:
-            return SandboxResult(False, None, "", str(exc), "sandbox_error", time.monotonic() - t0, isolation)
-        for _, w in pipes:
-            os.close(w)
-        pipes = [(r, None) for r, _ in pipes]
-        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
-        try:
-            io, killed = _pump(proc, {"result": pipes[0][0], "status": pipes[1][0]}, limits["timeout_s"],
-                               limits["max_output"])
-        except BaseException:  # KeyboardInterrupt while waiting: leave nothing running
-            _killpg(proc.pid)
-            proc.wait()
-            raise
-        finally:
-            proc.stdout.close()
-            proc.stderr.close()
-        if isolation == "none" and uid:
-            _kill_uid(uid)
-        rc, report = proc.returncode, io["status"].decode("ascii", "replace").split()
-        if len(report) == 2:  # the supervisor's exact wait status and CPU seconds of the program
-            rc, io["cpu_s"] = os.waitstatus_to_exitcode(int(report[0])), float(report[1])
-        harness = _parse_result(io["result"], nonce)
-        reason = _classify(rc, killed, io, limits["cpu_s"], harness, nonce is not None)
-        passed, total = (harness["passed"], harness["total"]) if harness else (None, None)
-        return SandboxResult(reason == "ok", rc, io["stdout"], io["stderr"], reason, time.monotonic() - t0,
-                             isolation, io["cpu_s"], passed, total)
-    finally:
-        for pair in pipes:
-            for fd in pair:
-                if fd is not None:
-                    os.close(fd)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of the run's private ``uid``: in the fallback, a process that left
-    the process group (setsid through ctypes) would otherwise outlive the run."""
-    try:
-        subprocess.run([_tool("sh") or "/bin/sh", "-c", "kill -9 -1"], user=uid, group=uid, extra_groups=[],
-                       env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        pass
-
-
-def _feed(pipe: Any, data: bytes) -> None:
-    try:
-        if data:
-            pipe.write(data)
-    except (BrokenPipeError, OSError):
-        pass
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
-
-
-def _parse_result(raw: bytes, nonce: str | None) -> dict | None:
-    """The harness's last report line carrying ``nonce`` (None when there is none)."""
-    if nonce is None:
-        return None
-    for line in reversed(raw.decode("utf-8", "replace").splitlines()):
-        try:
-            got = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(got, dict) and got.get("nonce") == nonce:
-            return {"passed": int(got["passed"]), "total": int(got["total"])}
-    return None
-
-
-def run_sandboxed(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, cpu_s: float | None = None,
-                  max_output: int = 64_000, max_procs: int = 32, max_file_mb: int = 16,
-                  isolation: str = "auto", stdin: str = "") -> SandboxResult:
-    """Run Python source ``code`` in the sandbox; ``ok`` iff it exits 0 within every limit.
-
-    ``cpu_s`` defaults to ``timeout_s`` (rounded up to whole seconds by the kernel limit);
-    ``max_output`` caps stdout+stderr together, in bytes; ``max_procs`` counts processes
-    and threads; ``isolation`` is 'auto' | 'bwrap' | 'unshare' | 'none'.
-    """
-    limits = _check_limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s, max_output=max_output,
-                           max_procs=max_procs, max_file_mb=max_file_mb)
-    return _run(code, resolve_isolation(isolation), stdin=stdin.encode("utf-8"), **limits)
-
-
-def _check_limits(*, timeout_s: float = 5.0, memory_mb: int = 512, cpu_s: float | None = None,
-                  max_output: int = 64_000, max_procs: int = 32, max_file_mb: int = 16) -> dict[str, Any]:
-    """Validated limits, with ``cpu_s`` defaulting to ``timeout_s``."""
-    if sys.platform != "linux":
-        raise UserError(f"the code sandbox needs Linux (this is {sys.platform}); run code rewards on Linux")
-    if timeout_s <= 0 or memory_mb < 32 or max_procs < 1 or max_file_mb < 1 or max_output < 0:
-        raise UserError("sandbox limits out of range (need timeout_s > 0, memory_mb >= 32, max_procs >= 1, "
-                        "max_file_mb >= 1, max_output >= 0); fix the arguments")
-    cpu_s = timeout_s if cpu_s is None else cpu_s
-    if cpu_s <= 0:
-        raise UserError(f"sandbox cpu_s must be > 0, got {cpu_s}; fix the argument")
-    return {"timeout_s": float(timeout_s), "memory_mb": int(memory_mb), "cpu_s": float(cpu_s),
-            "max_output": int(max_output), "max_procs": int(max_procs), "max_file_mb": int(max_file_mb)}
-
-
-# ----------------------------------------------------------------------------- rewards
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
@@ -586,13 +70,13 @@ def score_code(completion: str, tests: str | Sequence[str], *, partial: bool = F
     tests = [tests] if isinstance(tests, str) else list(tests)
     if not tests:
         raise UserError("score_code got no tests; pass at least one assert statement")
-    unknown = set(limits) - set(_LIMIT_KEYS)
+    unknown = set(limits) - set(LIMIT_KEYS)
     if unknown:
-        raise UserError(f"unknown sandbox limit(s) {sorted(unknown)}; use {', '.join(_LIMIT_KEYS)}")
+        raise UserError(f"unknown sandbox limit(s) {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}")
     nonce = secrets.token_hex(16)
     program = f"{_HARNESS}\n_rlvr_harness({extract_code(completion)!r}, {tests!r})\n"
-    kw = _check_limits(**{k: v for k, v in limits.items() if k != "isolation"})
-    result = _run(program, resolve_isolation(limits.get("isolation", "auto")), stdin=nonce.encode(),
+    kw = check_limits(**{k: v for k, v in limits.items() if k != "isolation"})
+    result = run_program(program, resolve_isolation(limits.get("isolation", "auto")), stdin=nonce.encode(),
                   nonce=nonce, **kw)
     if result.tests_total is None:
         return 0.0, result
@@ -610,13 +94,13 @@ def _text(completion: Any) -> str:
 def code_reward(prompts: list, completions: list, tests: list, **kwargs: Any) -> list[float]:
     """TRL-signature reward: ``score_code`` of each completion against its ``tests`` column.
 
-    Extra columns are ignored, except sandbox limits (:data:`_LIMIT_KEYS`), ``partial``
+    Extra columns are ignored, except sandbox limits (:data:`LIMIT_KEYS`), ``partial``
     and ``max_workers`` (parallel sandboxes, default 4), which are passed through.
     """
     if len(tests) != len(completions):
         raise UserError(f"code_reward got {len(completions)} completions but {len(tests)} tests; "
                         "give one tests entry per completion")
-    limits = {k: kwargs[k] for k in _LIMIT_KEYS if k in kwargs}
+    limits = {k: kwargs[k] for k in LIMIT_KEYS if k in kwargs}
     partial = bool(kwargs.get("partial", False))
     with ThreadPoolExecutor(max_workers=int(kwargs.get("max_workers", 4))) as pool:
         futures = [pool.submit(score_code, _text(c), t, partial=partial, **limits)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.rewards import code as sbx
-from rlvr.rewards.code import code_reward, extract_code, run_sandboxed, score_code
+from rlvr.rewards import sandbox as sbx
+from rlvr.rewards.code import code_reward, extract_code, score_code
+from rlvr.rewards.sandbox import run_sandboxed
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 

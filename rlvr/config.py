@@ -289,6 +289,14 @@ class RewardConfig:
     """For kind=mix: {"verifier": w, "self_certainty": w, ...}."""
     timeout_s: float = 10.0
     """Per-sample verifier timeout."""
+    vote_threshold: float = 0.0
+    """majority_vote (TTRL's voting threshold): a group whose majority answer has less than this
+    share of its parsable answers gets all-zero rewards. 0 = always reward the majority."""
+
+    def __post_init__(self):
+        _check(0.0 <= self.vote_threshold <= 1.0, "reward.vote_threshold", "must be in [0, 1]")
+        _check(self.vote_threshold == 0 or self.kind == "majority_vote" or "majority_vote" in self.weights,
+               "reward.vote_threshold", "only applies to reward.kind=majority_vote (or a mix with it)")
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from rlvr.tasks.base import Verdict
 from rlvr.types import RolloutBatch
 
 
-def intrinsic_reward(name: str, rb: RolloutBatch, answers_P_G: list[list[str | None]]) -> torch.Tensor:
+def intrinsic_reward(name: str, rb: RolloutBatch, answers_P_G: list[list[str | None]],
+                     vote_threshold: float = 0.0) -> torch.Tensor:
     """(B,) intrinsic reward ``name`` (on the CPU, like the verifier's) from what the sampler returned
-    (no extra forward pass)."""
+    (no extra forward pass). ``vote_threshold``: majority vote's minimum label share (TTRL)."""
     from rlvr.rewards.intrinsic import INTRINSIC_REWARDS, REWARD_INPUTS, majority_vote_reward
 
     if name == "majority_vote":
-        return majority_vote_reward(answers_P_G)[0].reshape(-1)
+        return majority_vote_reward(answers_P_G, min_share=vote_threshold)[0].reshape(-1)
     field = REWARD_INPUTS[name]
     src = getattr(rb, field)
     if src is None:
@@ -41,10 +42,10 @@ def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict]
     if cfg.kind == "mix":
         reward = torch.zeros_like(truth)
         for name, w in cfg.weights.items():
-            part = truth if name == "verifier" else intrinsic_reward(name, rb, answers_P_G)
+            part = truth if name == "verifier" else intrinsic_reward(name, rb, answers_P_G, cfg.vote_threshold)
             reward = reward + w * part
     else:
-        reward = intrinsic_reward(cfg.kind, rb, answers_P_G)
+        reward = intrinsic_reward(cfg.kind, rb, answers_P_G, cfg.vote_threshold)
     majority = None
     if cfg.kind == "majority_vote":
         from rlvr.rewards.intrinsic import majority_vote_reward

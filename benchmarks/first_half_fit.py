@@ -1,0 +1,80 @@
+"""Extrapolation check of the ScaleRL curve fit on real runs: for each run length L, fit
+`rlvr fit` on the first half of the FLOPs of the run's first L steps and predict the held-out
+pass rate at the L-step FLOPs; compare with the observed mean of the last 3 evaluations.
+
+With a constant learning rate after warm-up, the first L steps of a run are themselves a complete
+L-step run, so one long run gives one check per length. Prints a markdown table (the one in
+docs/curves_results.md) and writes the truncated metrics, the fit JSON files and, for the longest
+length, the plots under --out.
+
+    python benchmarks/first_half_fit.py RUN_DIR_OR_METRICS [...] --lengths 480,960,1440 [--min-frac 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _name(run: Path) -> str:
+    return run.name if run.is_dir() else run.name.split(".")[0]
+
+
+def check(run: Path, length: int, out: Path, min_frac: float, plot: bool) -> dict | None:
+    """One first-half fit of the first ``length`` steps of ``run``; None if the run is shorter."""
+    path = run / "metrics.jsonl" if run.is_dir() else run
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["step"] <= length]
+    if not rows or rows[-1]["step"] < length:
+        return None
+    name = f"{_name(run)}_{length}"
+    metrics = out / f"{name}.metrics.jsonl"
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    final = rows[-1]["flops"]
+    evals = [r["heldout_pass_rate"] for r in rows if "heldout_pass_rate" in r]
+    fit_json = out / f"fit_{name}_min{min_frac:g}.json"
+    cmd = [sys.executable, "-c", "from rlvr.cli import main; raise SystemExit(main())", "fit", str(metrics),
+           "--fit-until", repr(final / 2), "--predict-at", repr(final), "--json", str(fit_json)]
+    if min_frac:
+        cmd += ["--min-compute", repr(min_frac * final)]
+    if plot:
+        cmd += ["--plot", str(out / f"curves_{name}_min{min_frac:g}.png")]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    fit = json.loads(fit_json.read_text())["runs"][0]
+    return {"run": _name(run), "steps": length, "fit_until": final / 2, **fit, "observed3": sum(evals[-3:]) / 3}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--lengths", default="480,720,960,1200,1440", help="comma-separated run lengths in steps")
+    ap.add_argument("--min-frac", type=float, default=0.0, help="drop points below this share of the final FLOPs")
+    ap.add_argument("--out", type=Path, default=Path("first_half_fit"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    print("| recipe | steps | fit on C <= | A | B | C_mid | bent | predicted [95% PI] "
+          "| observed final (last point) | error (points) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    results = []
+    for run in args.runs:
+        for length in lengths:
+            r = check(run, length, args.out, args.min_frac, plot=length == lengths[-1])
+            if r is None:
+                continue
+            p = r["prediction"]
+            err = 100 * (p["value"] - r["observed3"])
+            results.append({**r, "error_points": err})
+            print(f"| {r['run']} | {length} | {r['fit_until']:.3g} | {r['A']:.3f} | {r['B']:.2f} | {r['C_mid']:.3g} "
+                  f"| {'yes' if r['bent'] else 'no'} | {p['value']:.3f} [{p['low']:.3f}, {p['high']:.3f}] "
+                  f"| {r['observed3']:.3f} ({p['observed']:.3f}) | {err:+.1f} |")
+    within = sum(abs(r["error_points"]) <= 3 for r in results)
+    print(f"\nwithin 3 points: {within} of {len(results)}; bent: {sum(r['bent'] for r in results)} of {len(results)}")
+    (args.out / "first_half_fit.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -144,7 +144,8 @@ def _tables(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[li
         ]
         for k in first["pass_at_k"]
     ]
-    keys = ("problems", "n", "mean_reward", "token_entropy", "answer_entropy", "mean_num_tokens")
+    keys = ("problems", "n", "mean_reward", "majority_accuracy", "parsable", "token_entropy",
+            "answer_entropy", "mean_num_tokens")
     other = [[f"{name} {key}", _fmt(b.get(key))] for name, b in models.items() for key in keys]
     if "support" in result:
         sup = result["support"]

@@ -55,6 +55,27 @@ def _diversity(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
     return {"distinct_correct_answers": _mean(answers), "distinct_correct_traces": _mean(traces)}
 
 
+def _majority(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
+    """maj@n and the parsable share (None when rows carry no answers).
+
+    maj@n: per problem, the most frequent parsable answer of its samples wins the vote (ties: the
+    one seen first, as in training's majority-vote reward); the problem counts as solved when a
+    correct sample gave that answer. A problem with no parsable answer counts as unsolved.
+    parsable: the share of samples with an answer (not None)."""
+    if not any("answer" in r for g in groups.values() for r in g):
+        return {"majority_accuracy": None, "parsable": None}
+    from rlvr.rewards.intrinsic import majority_vote_reward
+
+    solved, parsed, total = [], 0, 0
+    for rows in groups.values():
+        answers = [r.get("answer") for r in rows]
+        agrees = majority_vote_reward([answers])[0][0].tolist()  # 1.0 where a sample gave the majority answer
+        solved.append(float(any(a == 1.0 and is_correct(r) for a, r in zip(agrees, rows))))
+        parsed += sum(a is not None for a in answers)
+        total += len(rows)
+    return {"majority_accuracy": _mean(solved), "parsable": parsed / total}
+
+
 def _entropies(rows: Sequence[Row], groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
     with_h = [r for r in rows if r.get("mean_entropy") is not None and r.get("num_tokens") is not None]
     tok = token_entropy([r["mean_entropy"] for r in with_h], [r["num_tokens"] for r in with_h])
@@ -107,6 +128,7 @@ def summarize(rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 
         **_row_stats(rows),
         "accuracy_histogram": accuracy_histogram(n_per, c_per),
         **_diversity(groups),
+        **_majority(groups),
         "notes": notes,
     }
 

@@ -100,6 +100,23 @@ def test_summarize_known_values() -> None:
     assert out["mean_reward"] == pytest.approx(6 / 12)
     assert out["accuracy_histogram"]["(0.4,0.5]"] == 1 and out["accuracy_histogram"]["1"] == 1
     assert out["distinct_correct_answers"] == pytest.approx((1 + 0 + 1) / 3)
+    assert out["majority_accuracy"] == pytest.approx(2 / 3)  # a: "4" agreed by all, 2 correct; b: wrong; c: right
+    assert out["parsable"] == 1.0
+
+
+def test_majority_accuracy_and_parsable_share() -> None:
+    # a: "5" x2 (wrong) beats "4" x1 (right) -> unsolved; b: tie "7" (right, first) vs "8" -> solved;
+    # c: nothing parses -> unsolved; d: None ignored, "3" (right) wins 1 vote to 0 -> solved
+    rows = [row("a", False, answer="5"), row("a", False, answer="5"), row("a", True, answer="4"),
+            row("b", True, answer="7"), row("b", False, answer="8"),
+            row("c", False, answer=None), row("c", False, answer=None),
+            row("d", False, answer=None), row("d", True, answer="3")]
+    out = summarize(rows)
+    assert out["majority_accuracy"] == pytest.approx(2 / 4)
+    assert out["parsable"] == pytest.approx(6 / 9)
+    assert out["pass_at_k"]["1"] == pytest.approx((1 / 3 + 1 / 2 + 0 + 1 / 2) / 4)
+    no_answers = [{k: v for k, v in r.items() if k != "answer"} for r in rows]
+    assert summarize(no_answers)["majority_accuracy"] is None
 
 
 def test_summarize_unequal_n_uses_minimum_and_says_so() -> None:

@@ -8,6 +8,10 @@ docs/curves_results.md) and writes the truncated metrics, the fit JSON files and
 length, the plots under --out.
 
     python benchmarks/first_half_fit.py RUN_DIR_OR_METRICS [...] --lengths 480,960,1440 [--min-frac 0.05]
+        [--mean NAME]
+
+--mean NAME also checks the seed average: the runs' metrics averaged line by line (same steps;
+cumulative FLOPs and held-out pass rate averaged), checked as one more run called NAME.
 """
 
 from __future__ import annotations
@@ -23,14 +27,33 @@ def _name(run: Path) -> str:
     return run.name if run.is_dir() else run.name.split(".")[0]
 
 
-def check(run: Path, length: int, out: Path, min_frac: float, plot: bool) -> dict | None:
-    """One first-half fit of the first ``length`` steps of ``run``; None if the run is shorter."""
+def read_rows(run: Path) -> list[dict]:
+    """The metrics lines of a run directory or metrics file."""
     path = run / "metrics.jsonl" if run.is_dir() else run
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r["step"] <= length]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def mean_rows(runs: list[list[dict]]) -> list[dict]:
+    """Line-by-line average of several runs' metrics (e.g. seeds): ``step`` must agree line by line;
+    ``flops`` is averaged, ``heldout_pass_rate`` too where every run has it (else left out)."""
+    if len({tuple(r["step"] for r in rows) for rows in runs}) != 1:
+        raise SystemExit("error: --mean needs runs with the same metrics steps, line by line")
+    out = []
+    for lines in zip(*runs):
+        row = {"step": lines[0]["step"], "flops": sum(r["flops"] for r in lines) / len(lines)}
+        if all("heldout_pass_rate" in r for r in lines):
+            row["heldout_pass_rate"] = sum(r["heldout_pass_rate"] for r in lines) / len(lines)
+        out.append(row)
+    return out
+
+
+def check(name: str, all_rows: list[dict], length: int, out: Path, min_frac: float, plot: bool) -> dict | None:
+    """One first-half fit of the first ``length`` steps of a run's metrics ``all_rows``; None if
+    the run is shorter."""
+    rows = [r for r in all_rows if r["step"] <= length]
     if not rows or rows[-1]["step"] < length:
         return None
-    name = f"{_name(run)}_{length}"
+    run_name, name = name, f"{name}_{length}"
     metrics = out / f"{name}.metrics.jsonl"
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
     final = rows[-1]["flops"]
@@ -44,7 +67,7 @@ def check(run: Path, length: int, out: Path, min_frac: float, plot: bool) -> dic
         cmd += ["--plot", str(out / f"curves_{name}_min{min_frac:g}.png")]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     fit = json.loads(fit_json.read_text())["runs"][0]
-    return {"run": _name(run), "steps": length, "fit_until": final / 2, **fit, "observed3": sum(evals[-3:]) / 3}
+    return {"run": run_name, "steps": length, "fit_until": final / 2, **fit, "observed3": sum(evals[-3:]) / 3}
 
 
 def main() -> None:
@@ -53,16 +76,20 @@ def main() -> None:
     ap.add_argument("--lengths", default="480,720,960,1200,1440", help="comma-separated run lengths in steps")
     ap.add_argument("--min-frac", type=float, default=0.0, help="drop points below this share of the final FLOPs")
     ap.add_argument("--out", type=Path, default=Path("first_half_fit"))
+    ap.add_argument("--mean", metavar="NAME", default="", help="also check the runs' line-by-line average")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     lengths = [int(x) for x in args.lengths.split(",")]
     print("| recipe | steps | fit on C <= | A | B | C_mid | bent | predicted [95% PI] "
           "| observed final (last point) | error (points) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    runs = {_name(run): read_rows(run) for run in args.runs}
+    if args.mean:
+        runs[args.mean] = mean_rows(list(runs.values()))
     results = []
-    for run in args.runs:
+    for name, rows in runs.items():
         for length in lengths:
-            r = check(run, length, args.out, args.min_frac, plot=length == lengths[-1])
+            r = check(name, rows, length, args.out, args.min_frac, plot=length == lengths[-1])
             if r is None:
                 continue
             p = r["prediction"]

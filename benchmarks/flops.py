@@ -4,7 +4,7 @@ tiny model and for tiny Hugging Face Qwen2 models (built locally, no download). 
 peak is measured and printed too: on CPUs without AVX-512-BF16/AMX it is far below float32, so
 ``model.dtype=bfloat16`` autocast is slower there, not faster.
 
-Training step: the trainer's path (``rlvr.train.logprobs``: forward over prompt + completion,
+Training step: the trainer's path (``rlvr.model.logprobs``: forward over prompt + completion,
 float32 LM head on the completion positions, log-softmax, backward), 64 rows of 32 prompt + 64
 completion tokens. FLOPs = 3 x forward FLOPs; forward = 2 x matmul parameters per token, with the
 LM head counted only where it runs (completion positions); attention scores are not counted, so
@@ -52,7 +52,7 @@ def load(name: str, cache: Path):
 
 def measure(model, vocab: int, head: int, batch: int, tp: int, new: int, repeats: int) -> dict:
     from rlvr.rollout.sample import SampleParams, generate
-    from rlvr.train.logprobs import completion_logits, token_logprobs
+    from rlvr.model.logprobs import completion_logits, token_logprobs
 
     fwd = model.flops_per_token()
     g = torch.Generator().manual_seed(0)

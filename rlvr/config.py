@@ -11,6 +11,8 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -28,6 +30,76 @@ class ConfigError(UserError):
 def _check(cond: bool, key: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{key}: {msg}")
+
+
+# ---------------------------------------------------------------- numeric ranges
+
+
+@dataclass(frozen=True)
+class Range:
+    """The valid values of a numeric field: finite, and between ``low`` and ``high`` (None =
+    unbounded), each bound included unless ``low_open`` / ``high_open``."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, x: float) -> bool:
+        if not math.isfinite(x):
+            return False
+        if self.low is not None and (x <= self.low if self.low_open else x < self.low):
+            return False
+        return self.high is None or (x < self.high if self.high_open else x <= self.high)
+
+    def describe(self) -> str:
+        """``>= 1``, ``> 0``, ``in [0, 1)`` or ``a finite number``."""
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return "a finite number"
+
+
+def at_least(x: float) -> Range:
+    return Range(low=x)
+
+
+def above(x: float) -> Range:
+    return Range(low=x, low_open=True)
+
+
+FINITE = Range()
+NON_NEGATIVE = at_least(0)
+POSITIVE = above(0)
+UNIT = Range(0, 1)  # [0, 1]
+UNIT_HALF_OPEN = Range(0, 1, high_open=True)  # [0, 1)
+FRACTION = Range(0, 1, low_open=True)  # (0, 1]
+OPEN_UNIT = Range(0, 1, low_open=True, high_open=True)  # (0, 1)
+
+RANGES: dict[str, dict[str, Range]] = {}
+"""Section name -> field -> valid range, for EVERY int/float field (and numeric tuple: each item)
+of the config sections; checked first in each section's ``__post_init__``. A None value of an
+optional field (``loss.eps_low: null``) means "the default" and is not checked."""
+
+
+def _check_ranges(obj, section: str) -> None:
+    """ConfigError ``section.field: must be >= 1 (got -3)`` for the first field out of its range."""
+    for name, rng in RANGES[section].items():
+        value = getattr(obj, name)
+        items = [(f"{section}.{name}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, tuple) \
+            else [(f"{section}.{name}", value)]
+        for key, v in items:
+            if v is None:
+                continue
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                raise ConfigError(f"{key}: expected a number, got {v!r}")
+            if not math.isfinite(v):
+                raise ConfigError(f"{key}: must be a finite number (got {v!r})")
+            if not rng.contains(v):
+                raise ConfigError(f"{key}: must be {rng.describe()} (got {v!r})")
 
 
 @dataclass(frozen=True)
@@ -62,13 +134,19 @@ class ModelConfig:
     """HF model: apply the tokenizer's chat template when it has one."""
 
     def __post_init__(self):
+        _check_ranges(self, "model")
         _check(self.kind in ("tiny", "hf"), "model.kind", f"unknown {self.kind!r}; use tiny or hf")
         _check(self.mlp in ("swiglu", "gelu"), "model.mlp", "use swiglu or gelu")
         _check(self.dtype in ("float32", "bfloat16"), "model.dtype", "use float32 or bfloat16")
         _check(self.d_model % self.n_head == 0, "model.d_model", "must be divisible by model.n_head")
         _check((self.d_model // self.n_head) % 2 == 0, "model.n_head", "head size must be even (RoPE)")
         _check(self.kind != "hf" or bool(self.path), "model.path", "set it for model.kind=hf")
-        _check(self.context >= 8, "model.context", "must be at least 8")
+
+
+RANGES["model"] = {
+    "n_layer": at_least(1), "d_model": at_least(1), "n_head": at_least(1), "context": at_least(8),
+    "lora_r": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True)
@@ -90,8 +168,12 @@ class TaskConfig:
     """Non-target tasks evaluated for general-ability retention."""
 
     def __post_init__(self):
+        _check_ranges(self, "task")
         _check(not self.test_time or self.heldout_size >= 1, "task.heldout_size",
                "must be >= 1 with task.test_time=true (it is the training set)")
+
+
+RANGES["task"] = {"train_size": NON_NEGATIVE, "heldout_size": NON_NEGATIVE}
 
 
 @dataclass(frozen=True)
@@ -120,10 +202,21 @@ class PretrainConfig:
     """Seed of corpus and initialisation."""
 
     def __post_init__(self):
-        _check(0 <= self.wrong_frac < 1, "pretrain.wrong_frac", "must be in [0, 1)")
-        _check(0 <= self.truncated_frac < 1, "pretrain.truncated_frac", "must be in [0, 1)")
-        _check(all(0 < m <= 1 for m in self.milestones), "pretrain.milestones", "fractions in (0, 1]")
-        _check(self.tokens > 0 and self.batch_size > 0, "pretrain.tokens", "must be positive")
+        _check_ranges(self, "pretrain")
+        _check(bool(self.mix), "pretrain.mix", "needs at least one task, e.g. {arithmetic: 1.0}")
+        for name, w in self.mix.items():
+            _check(isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
+                   f"pretrain.mix.{name}", f"weight must be a finite number >= 0 (got {w!r})")
+        _check(sum(self.mix.values()) > 0, "pretrain.mix", "weights sum to 0; give one task a positive weight")
+        _check(all(isinstance(v, dict) for v in self.task_knobs.values()), "pretrain.task_knobs",
+               "expected {task: {knob: value}}, e.g. {arithmetic: {max_operands: 2}}")
+
+
+RANGES["pretrain"] = {
+    "tokens": at_least(1), "batch_size": at_least(1), "seq_len": at_least(2), "lr": POSITIVE,
+    "warmup_steps": NON_NEGATIVE, "milestones": FRACTION, "wrong_frac": UNIT_HALF_OPEN,
+    "truncated_frac": UNIT_HALF_OPEN, "seed": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True)
@@ -150,15 +243,30 @@ class SamplingConfig:
     """vLLM engine: share of the GPU's memory it may take (the trainer shares the GPU)."""
 
     def __post_init__(self):
+        _check_ranges(self, "sampling")
         _check(self.engine in ("native", "vllm"), "sampling.engine", "use native or vllm")
-        _check(0 < self.vllm_gpu_memory < 1, "sampling.vllm_gpu_memory", "must be in (0, 1)")
-        _check(self.temperature >= 0, "sampling.temperature", "must be >= 0")
-        _check(0 < self.top_p <= 1, "sampling.top_p", "must be in (0, 1]")
-        _check(self.max_new_tokens > 0, "sampling.max_new_tokens", "must be positive")
+
+
+RANGES["sampling"] = {
+    "temperature": NON_NEGATIVE, "top_p": FRACTION, "top_k": NON_NEGATIVE, "max_new_tokens": at_least(1),
+    "interruption_budget": NON_NEGATIVE, "interruption_extra": NON_NEGATIVE, "vllm_gpu_memory": OPEN_UNIT,
+}
+
+
+AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "prompt_mean", "constant", "wapo")
+"""Loss aggregations (:func:`rlvr.algo.losses.token_weights`)."""
+STD_NORMS = ("group", "batch", "none")
+"""Advantage std normalisations (:func:`rlvr.algo.advantages.group_advantages`)."""
+KL_ESTIMATORS = ("k1", "k2", "k3")
+"""KL estimators (:func:`rlvr.algo.losses.kl_penalty`)."""
 
 
 @dataclass(frozen=True)
 class LossConfig:
+    """The policy loss: the ONE settings class of the YAML ``loss:`` section and of the loss functions
+    (:mod:`rlvr.algo.losses`). Optional fields left None (and "" strings) mean "the variant's own";
+    :func:`rlvr.algo.losses.resolve_loss` fills them (global default < variant default < explicit value)."""
+
     name: str = "cispo"
     """Loss variant from `rlvr.algo.losses.LOSSES`: grpo dr_grpo dapo gspo cispo wapo."""
     aggregation: str = ""
@@ -166,15 +274,20 @@ class LossConfig:
     std_norm: str = ""
     """Advantage std normalisation: group | batch | none; "" = the variant's own."""
     eps_low: float | None = None
-    """Lower clip (ratio >= 1 - eps_low); None = the variant's default."""
+    """Lower clip: ratio floor 1 - eps_low (grpo, dr_grpo, dapo, gspo); None = the variant's default
+    (0.2; gspo 3e-4)."""
     eps_high: float | None = None
-    """Upper clip (ratio <= 1 + eps_high); None = the variant's default."""
+    """Upper clip: ratio ceiling 1 + eps_high; None = the variant's default (0.2; dapo 0.28, gspo 4e-4)."""
     eps_max: float | None = None
-    """CISPO: absolute cap on the importance weight; None = the variant's default (4)."""
+    """CISPO: absolute cap on the stop-gradient importance weight rho (not 1 + eps); None = the
+    variant's default (4)."""
+    cispo_eps_low: float | None = None
+    """CISPO: optional floor 1 - cispo_eps_low on the importance weight (MiniMax-M1, arXiv 2506.13585);
+    None = no floor."""
     wapo_eps: float | None = None
-    """WAPO: ratio capped at 1 + wapo_eps; None = the default (9)."""
+    """WAPO: ratio capped at 1 + wapo_eps (zero gradient above it); None = the default (9, cap 10)."""
     gspo_token: bool = False
-    """GSPO: use the GSPO-token form (same value, per-token gradient)."""
+    """GSPO: use the GSPO-token form s_it = sg(s_i) pi / sg(pi) (same value, per-token gradient)."""
     kl_coef: float = 0.0
     """KL penalty to a frozen reference (0 = off, no reference model loaded)."""
     kl_estimator: str = "k3"
@@ -183,9 +296,18 @@ class LossConfig:
     """Entropy bonus coefficient (0 = off)."""
 
     def __post_init__(self):
-        _check(self.kl_estimator in ("k1", "k2", "k3"), "loss.kl_estimator", "use k1, k2 or k3")
-        _check(self.kl_coef >= 0, "loss.kl_coef", "must be >= 0")
-        _check(self.std_norm in ("", "group", "batch", "none"), "loss.std_norm", "group|batch|none")
+        _check_ranges(self, "loss")
+        _check(self.kl_estimator in KL_ESTIMATORS, "loss.kl_estimator", "use k1, k2 or k3")
+        _check(self.std_norm in ("", *STD_NORMS), "loss.std_norm",
+               f"unknown {self.std_norm!r}; use {' | '.join(STD_NORMS)} or \"\" (the variant's own)")
+        _check(self.aggregation in ("", *AGGREGATIONS), "loss.aggregation",
+               f"unknown {self.aggregation!r}; use {' | '.join(AGGREGATIONS)} or \"\" (the variant's own)")
+
+
+RANGES["loss"] = {
+    "eps_low": FRACTION, "eps_high": POSITIVE, "eps_max": POSITIVE, "cispo_eps_low": FRACTION,
+    "wapo_eps": POSITIVE, "kl_coef": NON_NEGATIVE, "entropy_coef": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True)
@@ -214,14 +336,16 @@ class AlgoConfig:
     """Mask completions that hit the length limit out of the loss."""
 
     def __post_init__(self):
-        _check(self.group_size >= 2, "algo.group_size", "needs at least 2 samples per prompt")
-        _check(self.prompts_per_step >= 1, "algo.prompts_per_step", "must be >= 1")
-        _check(
-            1 <= self.minibatches <= self.prompts_per_step,
-            "algo.minibatches",
-            "must be between 1 and algo.prompts_per_step",
-        )
-        _check(0 <= self.npr_threshold <= 1, "algo.npr_threshold", "must be in [0, 1]")
+        _check_ranges(self, "algo")
+        _check(self.minibatches <= self.prompts_per_step, "algo.minibatches",
+               f"must be between 1 and algo.prompts_per_step={self.prompts_per_step} (got {self.minibatches})")
+
+
+RANGES["algo"] = {
+    "prompts_per_step": at_least(1), "group_size": at_least(2), "ppo_epochs": at_least(1),
+    "minibatches": at_least(1), "micro_batch_size": NON_NEGATIVE, "dynamic_max_rounds": at_least(1),
+    "npr_threshold": UNIT, "overlong_cache": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True)
@@ -240,8 +364,14 @@ class OptimConfig:
     """LR after warm-up: constant | cosine."""
 
     def __post_init__(self):
-        _check(self.lr > 0, "optim.lr", "must be positive")
+        _check_ranges(self, "optim")
         _check(self.schedule in ("constant", "cosine"), "optim.schedule", "use constant or cosine")
+
+
+RANGES["optim"] = {
+    "lr": POSITIVE, "betas": UNIT_HALF_OPEN, "weight_decay": NON_NEGATIVE, "grad_clip": NON_NEGATIVE,
+    "warmup_steps": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True)
@@ -278,7 +408,20 @@ class TrainConfig:
     """Stop the run when more than this share of a step's rewards failed."""
 
     def __post_init__(self):
-        _check(self.eval_samples >= 1, "train.eval_samples", "must be >= 1")
+        _check_ranges(self, "train")
+        _check(DEVICE_PATTERN.fullmatch(self.device) is not None, "train.device",
+               f"{self.device!r} is not a device; use auto, cpu, cuda or cuda:N")
+
+
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
+"""Valid ``train.device`` values."""
+
+RANGES["train"] = {
+    "steps": at_least(1), "eval_every": NON_NEGATIVE, "eval_problems": at_least(1), "eval_samples": at_least(1),
+    "final_eval_samples": at_least(1), "checkpoint_every": at_least(1), "keep_last": at_least(1),
+    "milestone_every": NON_NEGATIVE, "seed": NON_NEGATIVE, "max_nan_steps": at_least(1),
+    "reward_failure_value": FINITE, "max_reward_failure_rate": UNIT,
+}
 
 
 @dataclass(frozen=True)
@@ -294,9 +437,17 @@ class RewardConfig:
     share of its parsable answers gets all-zero rewards. 0 = always reward the majority."""
 
     def __post_init__(self):
-        _check(0.0 <= self.vote_threshold <= 1.0, "reward.vote_threshold", "must be in [0, 1]")
+        _check_ranges(self, "reward")
+        for name, w in self.weights.items():
+            _check(isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w),
+                   f"reward.weights.{name}", f"weight must be a finite number (got {w!r})")
+        _check(self.kind != "mix" or bool(self.weights), "reward.weights",
+               "reward.kind=mix needs weights, e.g. reward.weights={verifier: 1.0, self_certainty: 0.1}")
         _check(self.vote_threshold == 0 or self.kind == "majority_vote" or "majority_vote" in self.weights,
                "reward.vote_threshold", "only applies to reward.kind=majority_vote (or a mix with it)")
+
+
+RANGES["reward"] = {"timeout_s": POSITIVE, "vote_threshold": UNIT}
 
 
 @dataclass(frozen=True)
@@ -327,15 +478,15 @@ class PipelineConfig:
     """Ray backend: run the trainer as a Ray actor too (false: in the driver process)."""
 
     def __post_init__(self):
+        _check_ranges(self, "pipeline")
         _check(self.mode in ("sync", "async"), "pipeline.mode", "use sync or async")
         _check(self.backend in ("local", "ray"), "pipeline.backend", "use local or ray")
-        _check(self.max_lag >= 0, "pipeline.max_lag", "must be >= 0")
-        _check(self.workers >= 1, "pipeline.workers", "must be >= 1")
-        _check(self.chunk_groups >= 0, "pipeline.chunk_groups", "must be >= 0 (0 = automatic)")
-        _check(self.sync_every >= 1, "pipeline.sync_every", "must be >= 1")
-        _check(self.timeout_s > 0, "pipeline.timeout_s", "must be positive")
-        _check(self.max_restarts >= 0, "pipeline.max_restarts", "must be >= 0")
-        _check(self.bucket_mb >= 1, "pipeline.bucket_mb", "must be >= 1")
+
+
+RANGES["pipeline"] = {
+    "max_lag": NON_NEGATIVE, "workers": at_least(1), "chunk_groups": NON_NEGATIVE, "sync_every": at_least(1),
+    "timeout_s": POSITIVE, "max_restarts": NON_NEGATIVE, "bucket_mb": at_least(1), "ray_num_cpus": at_least(1),
+}
 
 
 @dataclass(frozen=True)
@@ -348,6 +499,15 @@ class LogConfig:
     """Write TensorBoard events (needs tensorboard installed)."""
     wandb: bool = False
     """Log to Weights & Biases (WANDB_MODE=offline works without network)."""
+
+    def __post_init__(self):
+        _check_ranges(self, "log")
+        _check(self.progress in PROGRESS_MODES, "log.progress",
+               f"unknown {self.progress!r}; use {' | '.join(PROGRESS_MODES)}")
+
+
+PROGRESS_MODES = ("auto", "bar", "plain", "none")
+RANGES["log"] = {"every": at_least(1)}
 
 
 EXCURSION_PIPELINES = ("rl", "sft", "sft_gold", "sft_then_rl", "parallel", "distill")
@@ -383,14 +543,18 @@ class ExcursionsConfig:
     """Folder of the grid: one sub-folder per (milestone, pipeline) cell, table.md, table.json."""
 
     def __post_init__(self):
+        _check_ranges(self, "excursions")
         bad = [p for p in self.pipelines if p not in EXCURSION_PIPELINES]
         _check(not bad, "excursions.pipelines", f"unknown {bad}; use {', '.join(EXCURSION_PIPELINES)}")
-        _check(bool(self.milestones) and all(0 < m <= 1 for m in self.milestones), "excursions.milestones",
-               "fractions in (0, 1]")
-        _check(self.steps >= 2, "excursions.steps", "must be >= 2 (sft_then_rl splits it)")
+        _check(bool(self.milestones), "excursions.milestones", "needs at least one fraction in (0, 1]")
         _check(self.sft_data in ("sft", "sft_gold"), "excursions.sft_data", "use sft or sft_gold")
-        _check(0 <= self.parallel_weight <= 1, "excursions.parallel_weight", "must be in [0, 1]")
-        _check(self.eval_samples >= 1 and self.eval_problems >= 1, "excursions.eval_samples", "must be >= 1")
+
+
+RANGES["excursions"] = {
+    "milestones": FRACTION, "steps": at_least(2), "sft_lr": POSITIVE, "sft_batch_size": NON_NEGATIVE,
+    "parallel_weight": UNIT, "eval_problems": at_least(1), "eval_samples": at_least(1),
+    "eval_temperature": NON_NEGATIVE, "retention_problems": at_least(1),
+}
 
 
 @dataclass(frozen=True)
@@ -425,6 +589,8 @@ class RunConfig:
             "sampling.max_new_tokens",
             f"prompt + completion may exceed model.context={self.model.context}; lower it",
         )
+        _check(self.algo.overlong_cache <= self.sampling.max_new_tokens, "algo.overlong_cache",
+               f"must be <= sampling.max_new_tokens={self.sampling.max_new_tokens} (got {self.algo.overlong_cache})")
 
 
 # ---------------------------------------------------------------- loading

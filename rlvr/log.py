@@ -17,6 +17,8 @@ import time
 import warnings
 from pathlib import Path
 
+from rlvr.paths import atomic_write
+
 SHOWN = ("reward", "pass_rate", "heldout_pass_rate", "entropy", "response_len", "loss")
 
 
@@ -78,9 +80,7 @@ class MetricsLog:
                     keep.append(line)
             except json.JSONDecodeError:
                 break  # a torn last line from a crash
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(x + "\n" for x in keep))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, "".join(x + "\n" for x in keep))
 
     def write(self, row: dict) -> dict:
         row = scalars(row)

@@ -42,3 +42,145 @@ class RolloutBatch:
     def lengths(self) -> torch.Tensor:
         """(B,) number of completion tokens."""
         return self.completion_mask.sum(-1)
+
+    def select(self, rows: torch.Tensor) -> RolloutBatch:
+        """The sub-batch of ``rows`` (1-D long index), in that order."""
+        idx = rows.tolist()
+        kept = {f.name: getattr(self, f.name)[rows] for f in fields(self)
+                if isinstance(getattr(self, f.name), torch.Tensor)}
+        return replace(self, **kept, finish_reason=[self.finish_reason[i] for i in idx],
+                       texts=[self.texts[i] for i in idx] if self.texts else [])
+
+    @staticmethod
+    def concat(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
+        """Row-wise concatenation (prompts re-padded on the left, completions on the right)."""
+        if len(parts) == 1:
+            return parts[0]
+        sc = [p.self_certainty for p in parts]
+        return RolloutBatch(
+            prompt_ids=_pad_cat([p.prompt_ids for p in parts], pad_id, left=True),
+            prompt_mask=_pad_cat([p.prompt_mask for p in parts], False, left=True),
+            completion_ids=_pad_cat([p.completion_ids for p in parts], pad_id),
+            completion_mask=_pad_cat([p.completion_mask for p in parts], False),
+            loss_mask=_pad_cat([p.loss_mask for p in parts], False),
+            behaviour_logp=_pad_cat([p.behaviour_logp for p in parts], 0.0),
+            entropy=_pad_cat([p.entropy for p in parts], 0.0),
+            versions=_pad_cat([p.versions for p in parts], 0),
+            finish_reason=[r for p in parts for r in p.finish_reason],
+            texts=[t for p in parts for t in p.texts],
+            self_certainty=None if any(s is None for s in sc) else _pad_cat(sc, 0.0),
+        )
+
+    @property
+    def n_tokens(self) -> int:
+        """Prompt plus completion tokens of every row (what one forward pass over the batch reads)."""
+        return int(self.completion_mask.sum() + self.prompt_mask.sum())
+
+
+def _pad_cat(ts: list[torch.Tensor], value, left: bool = False) -> torch.Tensor:
+    width = max(t.shape[1] for t in ts)
+    out = []
+    for t in ts:
+        pad = width - t.shape[1]
+        out.append(torch.nn.functional.pad(t, (pad, 0) if left else (0, pad), value=value))
+    return torch.cat(out)
+
+
+STATUSES = ("no_answer", "malformed", "wrong", "right")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One verifiable problem.
+
+    ``prompt`` is the exact text fed to the model; ``solutions`` are gold
+    completions (worked traces ending in the task's answer format), possibly
+    several distinct ones; ``answer`` is the reference final answer.
+    """
+
+    id: str
+    prompt: str
+    answer: str
+    solutions: tuple[str, ...] = ()
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's judgement of one completion."""
+
+    reward: float
+    status: str  # one of STATUSES
+    answer: str | None = None  # the extracted final answer, if any
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "right"
+
+
+@dataclass
+class ScoredBatch:
+    """P prompt groups of G scored completions: what the reward phase hands to the update.
+
+    Rows ``p*G .. p*G+G-1`` are the G samples of ``problems[p]``; every per-row field has B = P*G
+    entries. ``reward_B`` is what the advantages see (verifier, intrinsic or mix, plus shaping);
+    ``truth_B`` is the verifier's reward, always computed and logged, fed to the loss only when the
+    reward is the verifier. ``labels_P``: the majority-vote label of each group (majority_vote
+    rewards), else None.
+    """
+
+    rollouts: RolloutBatch  # B rows
+    verdicts: list[Verdict]  # B
+    reward_B: torch.Tensor  # (B,) float32
+    truth_B: torch.Tensor  # (B,) float32
+    problems: list[Problem]  # P
+    group_size: int  # G
+    labels_P: list[str | None] | None = None  # P
+
+    def __post_init__(self) -> None:
+        B, G = self.rollouts.size, self.group_size
+        if B != len(self.problems) * G or len(self.verdicts) != B or self.reward_B.shape != (B,):
+            raise ValueError(f"ScoredBatch: {B} rollouts, {len(self.verdicts)} verdicts, rewards "
+                             f"{tuple(self.reward_B.shape)} for {len(self.problems)} problems x G={G}")
+
+    @property
+    def size(self) -> int:
+        """B, the number of completions."""
+        return self.rollouts.size
+
+    @property
+    def n_groups(self) -> int:
+        """P, the number of prompt groups."""
+        return len(self.problems)
+
+    def correct_P_G(self) -> torch.Tensor:
+        """(P, G) bool: the verifier judged the sample right."""
+        return torch.tensor([v.correct for v in self.verdicts], dtype=torch.bool).view(-1, self.group_size)
+
+    def select(self, groups: torch.Tensor) -> ScoredBatch:
+        """The groups ``groups`` (a (P,) bool mask or a 1-D index of groups), whole, in order."""
+        if groups.dtype == torch.bool:
+            groups = groups.nonzero().squeeze(-1)
+        G = self.group_size
+        rows = (groups[:, None] * G + torch.arange(G)).reshape(-1)
+        idx, gi = rows.tolist(), groups.tolist()
+        return ScoredBatch(self.rollouts.select(rows), [self.verdicts[i] for i in idx], self.reward_B[rows],
+                           self.truth_B[rows], [self.problems[i] for i in gi], G,
+                           None if self.labels_P is None else [self.labels_P[i] for i in gi])
+
+    def head(self, n_groups: int) -> ScoredBatch:
+        """The first ``n_groups`` groups (all of them if there are fewer)."""
+        return self if n_groups >= self.n_groups else self.select(torch.arange(n_groups))
+
+    @staticmethod
+    def concat(parts: list[ScoredBatch], pad_id: int) -> ScoredBatch:
+        """The groups of every part, in order (at least one part, all with the same G)."""
+        if not parts:
+            raise ValueError("ScoredBatch.concat needs at least one part")
+        if len(parts) == 1:
+            return parts[0]
+        labels = None if any(p.labels_P is None for p in parts) else [x for p in parts for x in p.labels_P]
+        return ScoredBatch(RolloutBatch.concat([p.rollouts for p in parts], pad_id),
+                           [v for p in parts for v in p.verdicts], torch.cat([p.reward_B for p in parts]),
+                           torch.cat([p.truth_B for p in parts]), [q for p in parts for q in p.problems],
+                           parts[0].group_size, labels)

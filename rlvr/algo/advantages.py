@@ -20,6 +20,19 @@ def zero_variance_groups(reward_P_G: Tensor) -> Tensor:
     return (reward_P_G == reward_P_G[:, :1]).all(dim=-1)
 
 
+def mixed_outcome_groups(correct_P_G: Tensor) -> Tensor:
+    """(P,) bool: DAPO dynamic sampling's filter (arXiv 2503.14476, eq. 11), 0 < accuracy < 1.
+
+    correct_P_G: (P, G) bool (or 0/1) verifier outcomes. A group that is all right or all wrong
+    carries no signal and is resampled; the test is on accuracy, not on the shaped reward (an
+    overlong penalty can give an all-wrong group unequal rewards).
+    """
+    if correct_P_G.dim() != 2 or correct_P_G.shape[1] == 0:
+        raise ValueError(f"correct_P_G must have shape (P, G), got {tuple(correct_P_G.shape)}")
+    n_right = (correct_P_G != 0).sum(-1)
+    return (n_right > 0) & (n_right < correct_P_G.shape[1])
+
+
 def group_advantages(reward_P_G: Tensor, std_norm: str = "group") -> Tensor:
     """Group-centred advantages A_i = r_i - mean_group(r), optionally std-normalised.
 

@@ -65,17 +65,14 @@ def predicted_entropy_change(stats: dict[str, Tensor], adv_B: Tensor, eta: float
 
 
 @torch.no_grad()
-def entropy_dynamics(
+def entropy_cell_sums(
     stats: dict[str, Tensor], adv_B: Tensor, mask: Tensor, weights: Tensor, eta: float
 ) -> dict[str, Tensor]:
-    """Shares of the four cells and the predicted entropy change, as 0-dim tensors.
+    """Additive sums behind :func:`entropy_dynamics`, as 0-dim tensors: they add up over
+    micro-batches, mini-batches and data-parallel ranks, so a step's cells cover its whole batch.
 
-    stats: token_stats_from_logits output ((B, T) each); adv_B: (B,); mask, weights: (B, T).
-    eta: logit step size of the token-level view (dz = eta * A * (e_s - p) for every token).
-    Keys, for each cell in CELLS: ``token_share_<cell>`` (share of loss tokens),
-    ``weight_share_<cell>`` (share of sum |weights * A|), ``dH_<cell>`` (predicted dH summed
-    over the cell's tokens); plus ``token_share_zero_adv`` (tokens with A = 0, in no cell)
-    and ``dH_total`` (sum over all loss tokens). Token shares sum to 1.
+    Keys: ``n_tokens``, ``load`` (sum |weights * A|), and for each cell in CELLS
+    ``tokens_<cell>``, ``load_<cell>``, ``dH_<cell>``; plus ``tokens_zero_adv`` and ``dH_total``.
     """
     m = mask != 0
     adv = adv_B[:, None].to(stats["p_s"].dtype).expand_as(stats["p_s"])
@@ -88,16 +85,40 @@ def entropy_dynamics(
     }
     dH = torch.where(m, predicted_entropy_change(stats, adv_B, eta), torch.zeros_like(adv))
     load = torch.where(m, (weights * adv).abs(), torch.zeros_like(adv))
-    n_tokens = m.sum().clamp(min=1).to(adv.dtype)
-    total_load = load.sum()
-    out: dict[str, Tensor] = {}
+    out: dict[str, Tensor] = {"n_tokens": m.sum().to(adv.dtype), "load": load.sum()}
     for name, cell in cells.items():
-        out[f"token_share_{name}"] = cell.sum().to(adv.dtype) / n_tokens
-        cell_load = load[cell].sum()
-        out[f"weight_share_{name}"] = (
-            cell_load / total_load if total_load > 0 else torch.zeros_like(cell_load)
-        )
+        out[f"tokens_{name}"] = cell.sum().to(adv.dtype)
+        out[f"load_{name}"] = load[cell].sum()
         out[f"dH_{name}"] = dH[cell].sum()
-    out["token_share_zero_adv"] = (m & (adv == 0)).sum().to(adv.dtype) / n_tokens
+    out["tokens_zero_adv"] = (m & (adv == 0)).sum().to(adv.dtype)
     out["dH_total"] = dH.sum()
     return out
+
+
+def entropy_dynamics_from_sums(sums: dict) -> dict:
+    """The metrics of :func:`entropy_dynamics` from (possibly accumulated) :func:`entropy_cell_sums`."""
+    n_tokens = max(float(sums["n_tokens"]), 1.0)
+    total_load = float(sums["load"])
+    out = {}
+    for name in CELLS:
+        out[f"token_share_{name}"] = float(sums[f"tokens_{name}"]) / n_tokens
+        out[f"weight_share_{name}"] = float(sums[f"load_{name}"]) / total_load if total_load > 0 else 0.0
+        out[f"dH_{name}"] = float(sums[f"dH_{name}"])
+    out["token_share_zero_adv"] = float(sums["tokens_zero_adv"]) / n_tokens
+    out["dH_total"] = float(sums["dH_total"])
+    return out
+
+
+def entropy_dynamics(
+    stats: dict[str, Tensor], adv_B: Tensor, mask: Tensor, weights: Tensor, eta: float
+) -> dict[str, float]:
+    """Shares of the four cells and the predicted entropy change of one batch.
+
+    stats: token_stats_from_logits output ((B, T) each); adv_B: (B,); mask, weights: (B, T).
+    eta: logit step size of the token-level view (dz = eta * A * (e_s - p) for every token).
+    Keys, for each cell in CELLS: ``token_share_<cell>`` (share of loss tokens),
+    ``weight_share_<cell>`` (share of sum |weights * A|), ``dH_<cell>`` (predicted dH summed
+    over the cell's tokens); plus ``token_share_zero_adv`` (tokens with A = 0, in no cell)
+    and ``dH_total`` (sum over all loss tokens). Token shares sum to 1.
+    """
+    return entropy_dynamics_from_sums(entropy_cell_sums(stats, adv_B, mask, weights, eta))

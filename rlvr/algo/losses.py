@@ -15,6 +15,7 @@ prompt p), T completion tokens (right-padded).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -23,10 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlvr.algo.advantages import STD_NORMS
+from rlvr.config import AGGREGATIONS, KL_ESTIMATORS, STD_NORMS, LossConfig
 
-AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "prompt_mean", "constant", "wapo")
-KL_ESTIMATORS = ("k1", "k2", "k3")
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -125,23 +124,14 @@ class LossInputs:
             raise ValueError(f"adv must have shape ({shape[0]},), got {tuple(self.adv.shape)}")
 
 
-@dataclass(frozen=True)
-class LossConfig:
-    """Hyper-parameters of the policy losses (a variant reads only the ones it uses)."""
+LOSS_DEFAULTS: dict[str, float | None] = {
+    "eps_low": 0.2, "eps_high": 0.2, "eps_max": 4.0, "wapo_eps": 9.0, "cispo_eps_low": None,
+}
+"""Global defaults of the optional (None = "the variant's own") fields of
+:class:`rlvr.config.LossConfig`; a variant's ``defaults`` override them, explicit values override both.
+``cispo_eps_low`` stays None (no floor) unless set."""
 
-    eps_low: float = 0.2
-    """Lower clip: ratio floor 1 - eps_low (grpo, dr_grpo, dapo, gspo)."""
-    eps_high: float = 0.2
-    """Upper clip: ratio ceiling 1 + eps_high (dapo default 0.28, gspo 4e-4 via LossSpec.defaults)."""
-    eps_max: float = 4.0
-    """cispo: absolute cap on the stop-gradient IS weight rho (not 1 + eps)."""
-    cispo_eps_low: float | None = None
-    """cispo: optional floor 1 - cispo_eps_low on the IS weight (MiniMax-M1); None = no floor."""
-    wapo_eps: float = 9.0
-    """wapo: ratio cap 1 + wapo_eps (zero gradient above it); reference default 9 (cap 10)."""
-    gspo_token: bool = False
-    """gspo: use the GSPO-token form s_it = sg(s_i) pi / sg(pi) (same value, per-token gradient)."""
-
+OPTIONAL_FIELDS = tuple(LOSS_DEFAULTS)  # the LossConfig fields a variant's ``defaults`` may set
 
 LossFn = Callable[[LossInputs, LossConfig], tuple[Tensor, dict[str, Tensor]]]
 
@@ -163,20 +153,36 @@ LOSSES: dict[str, LossSpec] = {}
 def register(
     name: str, *, aggregation: str, std_norm: str, paper: str, defaults: dict[str, Any] | None = None
 ) -> Callable[[LossFn], LossFn]:
-    """Decorator: add ``fn(inp, cfg) -> (per_token_loss (B,T), stats)`` to LOSSES."""
+    """Decorator: add ``fn(inp, cfg) -> (per_token_loss (B,T), stats)`` to LOSSES.
+
+    ``defaults``: the variant's own values of the optional :class:`rlvr.config.LossConfig` fields
+    (``eps_low``, ``eps_high``, ``eps_max``, ``wapo_eps``, ``cispo_eps_low``); they must pass the
+    config's range checks."""
     if name in LOSSES:
         raise ValueError(f"loss {name!r} is already registered")
     if aggregation not in AGGREGATIONS or std_norm not in STD_NORMS:
         raise ValueError(f"loss {name!r}: bad aggregation {aggregation!r} or std_norm {std_norm!r}")
-    unknown = set(defaults or {}) - set(LossConfig.__dataclass_fields__)
+    fields = [f.name for f in dataclasses.fields(LossConfig)]
+    unknown = sorted(set(defaults or {}) - set(fields))
     if unknown:
-        raise ValueError(f"loss {name!r}: defaults name unknown LossConfig fields {sorted(unknown)}")
+        raise ValueError(f"loss {name!r}: defaults name unknown LossConfig fields {unknown}; "
+                         f"{_did_you_mean(unknown[0], fields)}")
+    fixed = sorted(set(defaults or {}) - set(OPTIONAL_FIELDS))
+    if fixed:
+        raise ValueError(f"loss {name!r}: defaults may set only {', '.join(OPTIONAL_FIELDS)} (the fields a "
+                         f"config leaves None), not {fixed}; aggregation and std_norm are arguments of register")
+    LossConfig(name=name, **(defaults or {}))  # the config's range checks (ConfigError)
 
     def wrap(fn: LossFn) -> LossFn:
         LOSSES[name] = LossSpec(fn, aggregation, std_norm, dict(defaults or {}), paper)
         return fn
 
     return wrap
+
+
+def _did_you_mean(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(options)}"
 
 
 def get_loss(name: str) -> LossSpec:
@@ -188,22 +194,37 @@ def get_loss(name: str) -> LossSpec:
     return LOSSES[name]
 
 
+def resolve_loss(lc: LossConfig) -> LossConfig:
+    """A copy of ``lc`` with nothing left to the variant: every None optional field filled
+    (:data:`LOSS_DEFAULTS` < the variant's ``defaults`` < the value set in ``lc``), and an empty
+    ``aggregation`` / ``std_norm`` replaced by the variant's own. Idempotent; unknown ``lc.name`` ->
+    ValueError (with did-you-mean)."""
+    spec = get_loss(lc.name)
+    filled = {k: spec.defaults.get(k, LOSS_DEFAULTS[k]) for k in OPTIONAL_FIELDS if getattr(lc, k) is None}
+    return replace(lc, **filled, aggregation=lc.aggregation or spec.aggregation, std_norm=lc.std_norm or spec.std_norm)
+
+
 def loss_config(name: str, **overrides: Any) -> LossConfig:
-    """LossConfig for a variant: LossConfig defaults < the variant's defaults < overrides."""
-    fields = list(LossConfig.__dataclass_fields__)
+    """Convenience: ``resolve_loss(LossConfig(name=name, **overrides))`` (global defaults < the
+    variant's defaults < overrides). An unknown setting -> ValueError with did-you-mean."""
+    fields = [f.name for f in dataclasses.fields(LossConfig) if f.name != "name"]
     for key in overrides:
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ValueError(f"unknown loss setting {key!r}; {hint}known: {', '.join(fields)}")
-    return replace(LossConfig(), **{**get_loss(name).defaults, **overrides})
+    get_loss(name)
+    return resolve_loss(LossConfig(name=name, **overrides))
 
 
 def policy_loss(name: str, inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
-    """Scalar loss sum(weights * per_token_loss) and detached scalar stats for one variant.
+    """Scalar loss sum(weights * per_token_loss) and detached scalar stats for variant ``name``.
 
-    cfg is used as given (build it with :func:`loss_config` to get the variant's defaults).
+    cfg: resolved settings (:func:`resolve_loss` / :func:`loss_config`); optional fields still None
+    are filled here with variant ``name``'s defaults.
     """
+    if any(getattr(cfg, k) is None for k in OPTIONAL_FIELDS if LOSS_DEFAULTS[k] is not None):
+        cfg = resolve_loss(replace(cfg, name=name))
     per_token, stats = get_loss(name).fn(inp, cfg)
     loss = (inp.weights * per_token).sum()
     return loss, {k: v.detach() for k, v in stats.items()}

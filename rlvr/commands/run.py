@@ -27,7 +27,7 @@ def run(args) -> int:
     from rlvr.config import load_config
     from rlvr.eval.runner import evaluate_pair
     from rlvr.train.checkpoint import latest_good_checkpoint
-    from rlvr.train.loop import train
+    from rlvr.train.launch import run_training as train
     from rlvr.train.pretrain import base_model
 
     t0 = time.time()

@@ -28,7 +28,7 @@ def run(args) -> int:
     from rlvr.commands._common import progress_mode, split_config_and_overrides
     from rlvr.config import load_config
     from rlvr.errors import UserError
-    from rlvr.train.loop import train
+    from rlvr.train.launch import run_training as train
 
     mode = progress_mode(args)
     if args.resume:

@@ -11,7 +11,8 @@ import math
 import torch
 
 from rlvr.config import SamplingConfig
-from rlvr.rollout.engine import sample, sample_params, verify_all
+from rlvr.rewards.verify import verify_all
+from rlvr.rollout.engine import sample, sample_params
 from rlvr.types import RolloutBatch
 
 
@@ -47,7 +48,7 @@ def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict
 def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256) -> list[float]:
     """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded)."""
     from rlvr.model.io import model_device
-    from rlvr.train.logprobs import completion_logits, token_logprobs
+    from rlvr.model.logprobs import completion_logits, token_logprobs
 
     model.eval()
     out: list[float] = []

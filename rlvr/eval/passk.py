@@ -137,3 +137,29 @@ def bootstrap_ci(
     if values.ndim == 1:
         return float(lo[0]), float(hi[0])
     return lo, hi
+
+
+def pass_at_k_difference_ci(
+    base_P_K: Sequence[Sequence[float]] | np.ndarray,
+    trained_P_K: Sequence[Sequence[float]] | np.ndarray,
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Paired percentile bootstrap CI of mean_p(base_pass@k - trained_pass@k), one per k.
+
+    ``base_P_K``, ``trained_P_K``: (P, K) per-problem pass@k of the SAME P problems, in the
+    same row order (row p of both is problem p). Problems are resampled with replacement and
+    both models keep their problem's pair, so the interval is that of the difference (not two
+    separate intervals); every k uses the same draws. Returns ``(lo, hi)``, two (K,) arrays.
+    Deterministic for a given ``seed`` (see :func:`bootstrap_ci`).
+    """
+    base = np.asarray(base_P_K, dtype=np.float64)
+    trained = np.asarray(trained_P_K, dtype=np.float64)
+    if base.ndim != 2 or base.shape != trained.shape or base.shape[0] == 0:
+        raise UserError(
+            f"a paired pass@k difference needs two (P, K) arrays of the same shape with P >= 1, got "
+            f"{base.shape} and {trained.shape}; pass per-problem pass@k of the same problems"
+        )
+    lo, hi = bootstrap_ci(base - trained, n_boot=n_boot, alpha=alpha, seed=seed)
+    return np.asarray(lo), np.asarray(hi)

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from rlvr.errors import UserError
 from rlvr.eval.entropy import answer_entropy, token_entropy
-from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_matrix
+from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_difference_ci, pass_at_k_matrix
 from rlvr.eval.samples import group_by_problem, is_correct
 from rlvr.eval.support import (
     accuracy_histogram,
     crossover_k,
+    crossover_text,
     distinct_correct,
     support_categories,
     support_counts,
@@ -26,6 +29,7 @@ from rlvr.eval.support import (
 )
 
 Row = Mapping[str, Any]
+Equal = Callable[[str, str], bool]
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -55,12 +59,13 @@ def _diversity(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
     return {"distinct_correct_answers": _mean(answers), "distinct_correct_traces": _mean(traces)}
 
 
-def _majority(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
+def _majority(groups: Mapping[str, Sequence[Row]], equal: Equal | None = None) -> dict[str, float | None]:
     """maj@n and the parsable share (None when rows carry no answers).
 
-    maj@n: per problem, the most frequent parsable answer of its samples wins the vote (ties: the
-    one seen first, as in training's majority-vote reward); the problem counts as solved when a
-    correct sample gave that answer. A problem with no parsable answer counts as unsolved.
+    maj@n: per problem, the most frequent parsable answer of its samples wins the vote (answers
+    pooled by ``equal``, the task's equivalence; None: stripped strings; ties: the one seen first,
+    as in training's majority-vote reward); the problem counts as solved when a correct sample
+    gave that answer. A problem with no parsable answer counts as unsolved.
     parsable: the share of samples with an answer (not None)."""
     if not any("answer" in r for g in groups.values() for r in g):
         return {"majority_accuracy": None, "parsable": None}
@@ -69,7 +74,7 @@ def _majority(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
     solved, parsed, total = [], 0, 0
     for rows in groups.values():
         answers = [r.get("answer") for r in rows]
-        agrees = majority_vote_reward([answers])[0][0].tolist()  # 1.0 where a sample gave the majority answer
+        agrees = majority_vote_reward([answers], equal=equal)[0][0].tolist()  # 1.0 where a sample gave the majority answer
         solved.append(float(any(a == 1.0 and is_correct(r) for a, r in zip(agrees, rows))))
         parsed += sum(a is not None for a in answers)
         total += len(rows)
@@ -97,13 +102,17 @@ def _row_stats(rows: Sequence[Row]) -> dict[str, Any]:
     }
 
 
-def summarize(rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 0) -> dict[str, Any]:
+def summarize(
+    rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 0, equal: Equal | None = None
+) -> dict[str, Any]:
     """The eval.json block of one model.
 
     ``n`` is the number of samples per problem; when problems differ it is the
     smallest, ``notes`` says so, and pass@k is computed for k <= n (each problem
     still uses all its samples in the unbiased estimator). ``ks`` defaults to
     powers of two up to n plus n. CIs: 95% percentile bootstrap over problems.
+    ``equal(a, b)``: the task's answer equivalence for the majority vote (maj@n), e.g.
+    :func:`rlvr.tasks.base.task_equivalence`; None compares stripped strings.
     """
     if not rows:
         raise UserError("no samples to evaluate; pass a non-empty samples file")
@@ -128,7 +137,7 @@ def summarize(rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 
         **_row_stats(rows),
         "accuracy_histogram": accuracy_histogram(n_per, c_per),
         **_diversity(groups),
-        **_majority(groups),
+        **_majority(groups, equal),
         "notes": notes,
     }
 
@@ -151,18 +160,38 @@ def support_block(
     }
 
 
+def _paired_pass_at_k(
+    base_rows: Sequence[Row], trained_rows: Sequence[Row], ks: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-problem pass@k (P, K) of both models over their common problems, rows aligned (base order)."""
+    base_g, trained_g = group_by_problem(base_rows), group_by_problem(trained_rows)
+    ids = [p for p in base_g if p in trained_g]
+
+    def matrix(groups: Mapping[str, Sequence[Row]]) -> np.ndarray:
+        n = [len(groups[p]) for p in ids]
+        c = [sum(is_correct(r) for r in groups[p]) for p in ids]
+        return pass_at_k_matrix(n, c, ks)
+
+    return matrix(base_g), matrix(trained_g)
+
+
 def compare(
     base_rows: Sequence[Row],
     trained_rows: Sequence[Row],
     ks: Sequence[int] | None = None,
     perplexity_under_base: Mapping[str, Any] | None = None,
     seed: int = 0,
+    equal: Equal | None = None,
 ) -> dict[str, Any]:
     """The eval.json pair block, over the problems present in both row sets only.
 
     ``problems`` says how many were common and how many were dropped from each side.
     Both models are summarised on the same ks (default: from the smaller n).
     ``perplexity_under_base`` (computed elsewhere, with a model) is passed through.
+    ``crossover_k`` is the smallest k at which base pass@k is above trained pass@k beyond the
+    95% paired bootstrap interval of the difference over problems (``seed``), None if no k
+    qualifies; ``crossover`` holds it with ``k_max``, the ``text`` to print ("k=4" or "none up
+    to k=16") and that interval per k (``base_minus_trained_ci``). ``equal``: see :func:`summarize`.
     """
     base_ids = set(group_by_problem(base_rows))
     trained_ids = set(group_by_problem(trained_rows))
@@ -176,13 +205,22 @@ def compare(
     n_base = min(Counter(r["problem_id"] for r in base_kept).values())
     n_trained = min(Counter(r["problem_id"] for r in trained_kept).values())
     ks = _check_ks(ks, min(n_base, n_trained))
-    base = summarize(base_kept, ks, seed)
-    trained = summarize(trained_kept, ks, seed)
+    base = summarize(base_kept, ks, seed, equal)
+    trained = summarize(trained_kept, ks, seed, equal)
+    base_P_K, trained_P_K = _paired_pass_at_k(base_kept, trained_kept, ks)
+    cross = crossover_k(ks, base_P_K, trained_P_K, seed=seed)
+    diff_lo, diff_hi = pass_at_k_difference_ci(base_P_K, trained_P_K, seed=seed)
     out: dict[str, Any] = {
         "base": base,
         "trained": trained,
         "support": support_block(base_kept, trained_kept),
-        "crossover_k": crossover_k(ks, list(base["pass_at_k"].values()), list(trained["pass_at_k"].values())),
+        "crossover_k": cross,
+        "crossover": {
+            "k": cross,
+            "k_max": ks[-1],
+            "text": crossover_text(cross, ks[-1]),
+            "base_minus_trained_ci": {str(k): [float(a), float(b)] for k, a, b in zip(ks, diff_lo, diff_hi)},
+        },
         "problems": {
             "common": len(common),
             "base_only": len(base_ids - common),

@@ -8,13 +8,18 @@ A rate whose denominator is zero is ``None`` (JSON null), and so is SDS when SRR
 or NDR is None.
 Both models are compared at the same n per problem: the first min(n_base, n_trained)
 samples of each (in file order), or fewer when ``k`` is given.
+The crossover k is the smallest k at which base pass@k is above trained pass@k beyond the
+95% paired bootstrap interval of their difference (:func:`crossover_k`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from rlvr.errors import UserError
+from rlvr.eval.passk import pass_at_k_difference_ci
 from rlvr.eval.samples import normalise_whitespace
 
 CATEGORIES = ("preserved", "shrunk", "expanded", "out_of_support")
@@ -71,18 +76,50 @@ def distinct_correct(texts: Sequence[str | None], correct: Sequence[bool]) -> in
     return len({normalise_whitespace(t) for t, ok in zip(texts, correct) if ok and t is not None})
 
 
-def crossover_k(ks: Sequence[int], base_pass: Sequence[float], trained_pass: Sequence[float]) -> int | None:
-    """Smallest k at which base pass@k >= trained pass@k, given trained led at the smallest k.
+CROSSOVER_LABEL = "crossover k (base above trained beyond the 95% interval)"
 
-    None when trained did not lead at the smallest evaluated k (normally k = 1), or
-    the base never catches up within ``ks``.
+
+def crossover_k(
+    ks: Sequence[int],
+    base_P_K: Sequence[Sequence[float]] | np.ndarray,
+    trained_P_K: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> int | None:
+    """Smallest k at which the base model's pass@k is above the trained model's beyond the interval.
+
+    ``ks``: (K,) evaluated k (any order). ``base_P_K``, ``trained_P_K``: (P, K) per-problem
+    pass@k of the same P problems (row p of both is problem p), column j for ``ks[j]``.
+
+    Definition: with d_p(k) = base_pass@k(p) - trained_pass@k(p) and [lo(k), hi(k)] the
+    ``1 - alpha`` (95%) paired percentile bootstrap interval of mean_p d_p(k) over problems
+    (:func:`rlvr.eval.passk.pass_at_k_difference_ci`, ``n_boot`` draws, fixed ``seed``),
+    the crossover is min{k in ks : lo(k) > 0}. A difference whose interval includes 0 (a
+    tie within the noise, e.g. 0.905 vs 0.895 over a few hundred problems) does not count.
+    None when no evaluated k qualifies ("none up to k_max", :func:`crossover_text`).
+    There is no "trained led first" condition: when base is already above at the smallest k,
+    that k is returned. Pure and deterministic.
     """
-    if not (len(ks) == len(base_pass) == len(trained_pass)) or not ks:
-        raise UserError("crossover needs one base and one trained pass@k per k; pass equal-length curves")
-    points = sorted(zip(ks, base_pass, trained_pass))
-    if not points[0][2] > points[0][1]:
-        return None
-    return next((int(k) for k, b, t in points if b >= t), None)
+    ks_arr = np.asarray(ks, dtype=np.int64).reshape(-1)
+    base = np.asarray(base_P_K, dtype=np.float64)
+    trained = np.asarray(trained_P_K, dtype=np.float64)
+    if ks_arr.size == 0 or base.ndim != 2 or base.shape != trained.shape or base.shape[1] != ks_arr.size:
+        raise UserError(
+            f"crossover needs ks (K,) and per-problem base and trained pass@k (P, K) of the same problems, "
+            f"got {ks_arr.size} ks, {base.shape} and {trained.shape}; pass pass_at_k_matrix outputs"
+        )
+    if not (np.isfinite(base).all() and np.isfinite(trained).all()):
+        raise UserError("crossover got a NaN or infinite pass@k; evaluate only k <= every problem's n")
+    lo, _ = pass_at_k_difference_ci(base, trained, n_boot=n_boot, alpha=alpha, seed=seed)
+    order = np.argsort(ks_arr, kind="stable")
+    return next((int(ks_arr[j]) for j in order if lo[j] > 0), None)
+
+
+def crossover_text(k: int | None, k_max: int) -> str:
+    """``"k=4"``, or ``"none up to k=16"`` when there is no crossover up to ``k_max``."""
+    return f"k={k}" if k is not None else f"none up to k={k_max}"
 
 
 def accuracy_bin(n: int, c: int) -> str:

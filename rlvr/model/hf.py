@@ -23,7 +23,6 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -33,6 +32,8 @@ import torch.nn.functional as F
 from rlvr.config import ModelConfig
 from rlvr.errors import UserError
 from rlvr.model.hf_native import NativeCache, NativeDecoder, native_unsupported
+from rlvr.model.tokenizer import left_pad
+from rlvr.paths import cache_root, replace_dir, temp_dir_beside
 
 TINY_PREFIX = "tiny-hf:"
 SIDECAR = "rlvr_hf.json"  # ModelConfig fields a checkpoint must be re-loaded with
@@ -277,8 +278,6 @@ class HFTokenizer:
     def batch_encode_left(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-padded prompts: ids (B, Tp) long, mask (B, Tp) bool."""
         seqs = [self.prompt_ids(t) for t in texts]
-        from rlvr.model.tokenizer import left_pad
-
         return left_pad(seqs, self.pad_id)
 
     def save_pretrained(self, directory: str | Path) -> None:
@@ -293,7 +292,7 @@ def _saved_cfg(path: str) -> ModelConfig:
     return ModelConfig(kind="hf", path=path, **{k: extra[k] for k in SAVED_FIELDS if k in extra})
 
 
-def _source(path_or_name: str) -> str:
+def model_source(path_or_name: str) -> str:
     """What from_pretrained gets: a local directory (tiny-hf builds and cached hub models too) or a
     hub name (downloaded by transformers)."""
     if path_or_name.startswith(TINY_PREFIX):
@@ -333,7 +332,7 @@ def load_hf_policy(path_or_name: str, model_cfg: ModelConfig | None = None,
     the model is in the local HF cache) or ``tiny-hf:<arch>``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    src = _source(path_or_name)
+    src = model_source(path_or_name)
     cfg = model_cfg or _saved_cfg(src)
     dtype = torch.bfloat16 if cfg.dtype == "bfloat16" and cfg.lora_r > 0 else torch.float32
     try:
@@ -410,14 +409,11 @@ def build_tiny_hf(out_dir: str | Path, arch: str = "llama", hidden: int = 64, la
     torch.manual_seed(seed)
     lm = AutoModelForCausalLM.from_config(conf)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = temp_dir_beside(out)
     try:
         lm.save_pretrained(tmp)
         tok.save_pretrained(str(tmp))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -425,8 +421,6 @@ def build_tiny_hf(out_dir: str | Path, arch: str = "llama", hidden: int = 64, la
 
 def tiny_hf_path(arch: str) -> Path:
     """``<cache>/hf-tiny/<arch>``, built on first use (see :func:`build_tiny_hf`)."""
-    from rlvr.train.pretrain import cache_root
-
     d = cache_root() / "hf-tiny" / (arch or "llama")
     if not (d / "config.json").exists():
         build_tiny_hf(d, arch=arch or "llama")

@@ -7,33 +7,29 @@ A tiny-model directory holds ``model.safetensors``, ``model_config.json`` and
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from rlvr.errors import UserError
+from rlvr.model.hf import load_hf_policy
+from rlvr.model.tiny import TinyGPT
+from rlvr.model.tokenizer import CharTokenizer
+from rlvr.paths import replace_dir, temp_dir_beside
 
 
 def save_policy(model, tokenizer, directory: str | Path) -> None:
     """Write model + tokenizer atomically: into a temporary sibling, then rename."""
     d = Path(directory)
-    d.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", dir=d.parent))
+    tmp = temp_dir_beside(d)
     try:
         if hasattr(model, "save"):
             model.save(tmp)
         else:  # HF adapter
             model.save_pretrained(tmp)
         tokenizer.save(tmp / "tokenizer.json") if hasattr(tokenizer, "chars") else tokenizer.save_pretrained(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        if d.exists():
-            shutil.rmtree(d)
-        os.replace(tmp, d)
+        replace_dir(tmp, d)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -55,22 +51,15 @@ def load_policy(directory: str | Path, device: str | None = None):
         return model.to(dev), tok
     d = Path(directory)
     if not d.exists() and looks_like_hf_name(str(directory)):  # hub name or tiny-hf:<arch>
-        from rlvr.model.hf import load_hf_policy
-
         return load_hf_policy(str(directory))
     if not d.exists():
         raise UserError(f"{d}: checkpoint not found; pass a directory written by `rlvr pretrain`/`rlvr train`")
     if (d / "model_config.json").exists():
-        from rlvr.model.tiny import TinyGPT
-        from rlvr.model.tokenizer import CharTokenizer
-
         try:
             return TinyGPT.load(d), CharTokenizer.load(d / "tokenizer.json")
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"{d}: unreadable checkpoint ({e}); use an earlier checkpoint") from None
     if (d / "config.json").exists():
-        from rlvr.model.hf import load_hf_policy
-
         return load_hf_policy(str(d))
     raise UserError(f"{d}: no model_config.json or config.json inside; is this a checkpoint directory?")
 

@@ -23,7 +23,7 @@ import math_verify.grader
 import math_verify.parser
 from math_verify import parse, verify
 
-from rlvr.tasks.base import Verdict
+from rlvr.types import Verdict
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
 _MAX_BOX_TRIES = 8  # unclosed boxes tried from the end before giving up (keeps extraction linear)

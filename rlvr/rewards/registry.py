@@ -25,7 +25,7 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.rewards.math import VERIFIERS, extract_answer
 from rlvr.rewards.pool import CallResult, PoolStats, ScoringPool, get_pool
-from rlvr.tasks.base import Problem, Verdict
+from rlvr.types import Problem, Verdict
 
 RewardFn = Callable[..., list[float | None]]
 _REWARDS: dict[str, RewardFn] = {}

@@ -150,12 +150,10 @@ def sample(engine: VLLMEngine, tok, prompts: list[str], params: SampleParams, *,
     if weight_sync is not None:
         raise UserError("the vLLM engine does not take in-flight weight updates; call engine.load_weights "
                         "between rounds, or use the native engine for weight_sync")
-    from rlvr.rollout.engine import concat_batches
-
     parts = []
     for s in range(0, len(prompts), batch_size):
         ids, mask = tok.batch_encode_left(prompts[s : s + batch_size])
         seeds = torch.randint(0, 2**31 - 1, (ids.shape[0],), generator=generator).tolist()
         rows = [row[m].tolist() for row, m in zip(ids, mask)]
         parts.append(to_rollout_batch(engine.generate(rows, params, tok, seeds), ids, mask, tok, version))
-    return parts[0] if len(parts) == 1 else concat_batches(parts, tok.pad_id)
+    return RolloutBatch.concat(parts, tok.pad_id)

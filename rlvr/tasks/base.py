@@ -7,39 +7,11 @@ A task is any object with the attributes of :class:`Task`. Verifiers return a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
-STATUSES = ("no_answer", "malformed", "wrong", "right")
+from rlvr.types import STATUSES, Problem, Verdict
 
-
-@dataclass(frozen=True)
-class Problem:
-    """One verifiable problem.
-
-    ``prompt`` is the exact text fed to the model; ``solutions`` are gold
-    completions (worked traces ending in the task's answer format), possibly
-    several distinct ones; ``answer`` is the reference final answer.
-    """
-
-    id: str
-    prompt: str
-    answer: str
-    solutions: tuple[str, ...] = ()
-    meta: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A verifier's judgement of one completion."""
-
-    reward: float
-    status: str  # one of STATUSES
-    answer: str | None = None  # the extracted final answer, if any
-
-    @property
-    def correct(self) -> bool:
-        return self.status == "right"
+__all__ = ["STATUSES", "Problem", "Task", "Verdict"]
 
 
 class Task(Protocol):

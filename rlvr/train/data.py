@@ -11,7 +11,7 @@ import random
 
 from rlvr.config import ConfigError, RunConfig, TaskConfig
 from rlvr.log import warn
-from rlvr.tasks.base import Problem
+from rlvr.types import Problem
 
 
 def training_problems(task, tc: TaskConfig) -> list[Problem]:

@@ -30,7 +30,16 @@ import torch
 
 from rlvr.config import EXCURSION_PIPELINES, RunConfig, SamplingConfig, config_hash, dump_yaml, to_dict
 from rlvr.errors import UserError
+from rlvr.eval.generate import samples_for
+from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.log import MetricsLog
+from rlvr.model.io import load_policy, save_policy
+from rlvr.tasks.registry import get_task as task_by_name
+from rlvr.train.parallel import parallel_step
+from rlvr.train.pretrain import base_model
+from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
+from rlvr.train.state import build_state, get_task
+from rlvr.train.step import rl_step
 
 KS = (1, 8, 32)
 Note = Callable[[str], None]
@@ -39,8 +48,6 @@ Note = Callable[[str], None]
 # ----------------------------------------------------------------------------- inputs
 def milestone_dirs(cfg: RunConfig, progress: str = "none") -> dict[float, Path]:
     """{fraction: checkpoint dir} of the cached pretraining run (pretrains on first use)."""
-    from rlvr.train.pretrain import base_model
-
     have = {round(m, 2) for m in cfg.pretrain.milestones} | {1.0}
     missing = [m for m in cfg.excursions.milestones if round(m, 2) not in have]
     if missing:
@@ -87,9 +94,6 @@ class Counters:
 
 def rl_phase(cfg: RunConfig, model, tok, steps: int, log: MetricsLog, c: Counters) -> None:
     """``steps`` optimiser steps of RL (a fresh RL AdamW), one metrics line per RL step."""
-    from rlvr.train.loop import build_state
-    from rlvr.train.step import rl_step
-
     st = build_state(cfg, model, tok)
     per = cfg.algo.minibatches * cfg.algo.ppo_epochs
     n = max(1, steps // per)
@@ -103,8 +107,6 @@ def rl_phase(cfg: RunConfig, model, tok, steps: int, log: MetricsLog, c: Counter
 
 def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters) -> None:
     """``steps`` SFT steps (fresh AdamW, lr ``excursions.sft_lr``) on seeded batches of ``pairs``."""
-    from rlvr.train.sft import batches, sft_optimizer, sft_update
-
     opt = sft_optimizer(model, cfg.excursions.sft_lr, cfg.optim.betas, cfg.optim.weight_decay)
     it = batches(pairs, sft_batch_size(cfg), cfg.train.seed)
     for _ in range(steps):
@@ -117,10 +119,6 @@ def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsL
 
 def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters) -> None:
     """``steps`` averaged updates: RL (own AdamW) and SFT (own AdamW) from the same theta."""
-    from rlvr.train.loop import build_state
-    from rlvr.train.parallel import parallel_step
-    from rlvr.train.sft import batches, sft_optimizer
-
     if cfg.algo.minibatches * cfg.algo.ppo_epochs != 1:
         raise UserError("the parallel pipeline averages one RL update with one SFT update; "
                         "set algo.minibatches=1 algo.ppo_epochs=1")
@@ -141,9 +139,6 @@ def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: Met
 def distill_data(cfg: RunConfig, task, teacher: Path, c: Counters) -> list:
     """The teacher's verified-right completions: G samples on each of the first S*P train problems
     (S*R samples: the RL pipeline's generation budget; fewer if the task has fewer problems)."""
-    from rlvr.model.io import load_policy
-    from rlvr.train.sft import distill_pairs
-
     t_model, t_tok = load_policy(teacher)
     G = cfg.algo.group_size
     n_problems = cfg.excursions.steps * cfg.algo.prompts_per_step  # x G samples = S*R
@@ -160,8 +155,6 @@ def distill_data(cfg: RunConfig, task, teacher: Path, c: Counters) -> list:
 def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLog,
                  teacher: Path | None = None) -> dict:
     """Train ``model`` in place with ``pipeline`` on the configured budget -> budget counters."""
-    from rlvr.train.sft import sft_pairs
-
     S, c = cfg.excursions.steps, Counters()
     golds = lambda mode: sft_pairs(train_problems(cfg, task), mode)  # noqa: E731
     if pipeline == "rl":
@@ -186,11 +179,6 @@ def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLo
 def evaluate_policy(cfg: RunConfig, model, tok, task) -> dict:
     """pass@k (k in KS, k <= eval_samples) on held-out target problems, mean response length, and
     for each retention task the greedy accuracy and the per-token NLL of its gold answers."""
-    from rlvr.eval.generate import samples_for
-    from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
-    from rlvr.tasks.registry import get_task
-    from rlvr.train.sft import sft_loss
-
     ex = cfg.excursions
     problems = task.problems("heldout", ex.eval_problems)
     sampling = dataclasses.replace(cfg.sampling, temperature=ex.eval_temperature, top_p=1.0, top_k=0)
@@ -204,7 +192,7 @@ def evaluate_policy(cfg: RunConfig, model, tok, task) -> dict:
     out.update({f"pass@{k}_ci": [float(a), float(b)] for k, a, b in zip(ks, lo, hi)})
     out["response_len"] = sum(r["num_tokens"] for r in rows) / max(1, len(rows))
     for name in cfg.task.retention_tasks:
-        rt = get_task(name)
+        rt = task_by_name(name)
         rp = rt.problems("heldout", ex.retention_problems)
         greedy = SamplingConfig(temperature=0.0, max_new_tokens=24)
         rr = samples_for(model, tok, rt, rp, 1, greedy, cfg.train.seed)
@@ -234,9 +222,6 @@ def read_done(d: Path, key: str) -> dict | None:
 def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teacher: Path | None,
              note: Note | None = None) -> dict:
     """Train + evaluate one cell (or reuse its ``done.json``) -> its result row."""
-    from rlvr.model.io import load_policy, save_policy
-    from rlvr.train.loop import get_task
-
     d = cell_dir(cfg, milestone, pipeline)
     key = cell_key(cfg, pipeline, start, teacher)
     done = read_done(d, key)

@@ -16,6 +16,9 @@ from collections.abc import Callable
 
 import torch
 
+from rlvr.train.sft import sft_update
+from rlvr.train.step import rl_step
+
 
 def snapshot(model) -> list[torch.Tensor]:
     """Detached copies of the trainable parameters (in ``model.parameters()`` order)."""
@@ -53,9 +56,6 @@ def parallel_step(st, sft_opt: torch.optim.Optimizer, sft_batch: list, total_ste
     """One parallel step: an RL step (:func:`rlvr.train.step.rl_step` with ``st.opt``, the RL AdamW)
     and an SFT step (``sft_opt``, its own AdamW) from the same theta, updates averaged with
     weights (w, 1 - w). Returns the RL metrics line plus ``sft_loss`` and ``sft_grad_norm``."""
-    from rlvr.train.sft import sft_update
-    from rlvr.train.step import rl_step
-
     m_rl, m_sft = averaged_update(st.model, [
         (w, lambda: rl_step(st, total_steps)),
         (1.0 - w, lambda: sft_update(st.model, st.tok, sft_batch, sft_opt, st.cfg.optim.grad_clip)),

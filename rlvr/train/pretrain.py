@@ -22,13 +22,10 @@ from rlvr.log import MetricsLog, Progress
 from rlvr.model.io import save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
+from rlvr.paths import cache_root, replace_dir
+from rlvr.tasks.corpus import build_corpus
+from rlvr.tasks.registry import get_task
 from rlvr.train.schedule import lr_at
-
-
-def cache_root() -> Path:
-    base = os.environ.get("RLVR_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rlvr")
-    return Path(base)
 
 
 def pretrain_key(model_cfg: ModelConfig, pre: PretrainConfig) -> str:
@@ -37,9 +34,6 @@ def pretrain_key(model_cfg: ModelConfig, pre: PretrainConfig) -> str:
 
 def build_token_stream(pre: PretrainConfig, tok: CharTokenizer) -> torch.Tensor:
     """(N,) long: the whole corpus as one token stream."""
-    from rlvr.tasks.corpus import build_corpus
-    from rlvr.tasks.registry import get_task
-
     mix = [(get_task(name, **pre.task_knobs.get(name, {})), w) for name, w in pre.mix.items()]
     mean_len = 48  # rough characters per document; the corpus is sampled with replacement anyway
     n_docs = max(2000, min(60_000, pre.tokens // mean_len // 2))
@@ -114,7 +108,5 @@ def base_model(model_cfg: ModelConfig, pre: PretrainConfig, progress: str = "aut
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     pretrain(model_cfg, pre, tmp, progress)
-    if d.exists():
-        shutil.rmtree(d)
-    os.replace(tmp, d)
+    replace_dir(tmp, d)
     return d / "final"

@@ -1,9 +1,10 @@
 """Ray backend of the async pipeline (``pipeline.backend=ray``): generators, the verifier and the
 trainer run as Ray actors; the lag logic is the local one (:mod:`rlvr.train.pipeline`).
 
-- The trainer actor runs the ordinary training loop (:func:`rlvr.train.loop.train`); the driver
-  only starts Ray (or joins ``pipeline.ray_address``) and waits (``pipeline.ray_trainer_actor=false``
-  keeps the trainer in the driver process).
+- The trainer actor (:mod:`rlvr.train.launch`, started by the commands) runs the ordinary
+  training loop (:func:`rlvr.train.loop.train`); the driver only starts Ray (or joins
+  ``pipeline.ray_address``) and waits (``pipeline.ray_trainer_actor=false`` keeps the trainer in
+  the driver process).
 - In the trainer, one thin thread per generator claims positions in the :class:`LagQueue` and
   draws prompts exactly as a local worker does, then hands the prompts to its
   :class:`GeneratorActor` and the rollouts (by object reference, not through the trainer) to the
@@ -17,15 +18,18 @@ trainer run as Ray actors; the lag logic is the local one (:mod:`rlvr.train.pipe
 
 from __future__ import annotations
 
+import copy
 import os
-from pathlib import Path
+import threading
 
 import torch
 
 from rlvr.errors import UserError
-from rlvr.train.distributed import bucket_layout, pack, parameters_of, unpack_into
-
-IN_TRAINER_ENV = "RLVR_RAY_TRAINER_ACTOR"
+from rlvr.rewards.scoring import score_rollouts
+from rlvr.rollout.engine import sample
+from rlvr.train.pipeline import SamplingStreams, make_groups
+from rlvr.train.state import get_task
+from rlvr.train.weights import bucket_layout, pack, parameters_of, unpack_into
 
 
 def _ray():
@@ -79,13 +83,12 @@ class GeneratorActor:
 
     def __init__(self, cfg, model, tok, params, board, idx: int):
         torch.set_num_threads(1)
+        # requires_grad kept as in the policy (it changes the sampler's kernels by an ulp; see LocalBackend)
         self.cfg, self.model, self.tok, self.params, self.board = cfg, model.eval(), tok, params, board
-        self.model.requires_grad_(False)
         self.layout = bucket_layout(parameters_of(self.model), cfg.pipeline.bucket_mb << 20)
         self.version, self.idx = -1, idx
+        self.streams = SamplingStreams(cfg.train.seed, idx)
         self.sync()
-        seed = cfg.train.seed * 1_000_003 + idx * 7919 + self.version * 104_729
-        self.gen = torch.Generator().manual_seed(seed)
 
     def sync(self) -> int | None:
         ray, t = _ray(), self.cfg.pipeline.timeout_s
@@ -98,11 +101,10 @@ class GeneratorActor:
         return version
 
     def generate(self, prompts: list[str]):
-        from rlvr.rollout.engine import sample
-
         self.sync()
-        return sample(self.model, self.tok, prompts, self.params, version=self.version, generator=self.gen,
-                      weight_sync=self.sync, sync_every=self.cfg.pipeline.sync_every)
+        return sample(self.model, self.tok, prompts, self.params, version=self.version,
+                      generator=self.streams.next(self.version), weight_sync=self.sync,
+                      sync_every=self.cfg.pipeline.sync_every)
 
     def pid(self) -> int:
         return os.getpid()
@@ -112,15 +114,11 @@ class VerifierActor:
     """Actor: the task's verifier and the reward function (off the trainer's critical path)."""
 
     def __init__(self, cfg, max_new_tokens: int):
-        from rlvr.train.loop import get_task
-
         self.cfg, self.task, self.max_new_tokens = cfg, get_task(cfg), max_new_tokens
 
-    def score(self, rb, problems: list) -> tuple:
-        from rlvr.train.pipeline import score_rollouts
-
-        G = self.cfg.algo.group_size
-        return rb, score_rollouts(self.cfg, self.task, rb, problems, G, self.max_new_tokens)
+    def score(self, rb, problems: list):
+        """The reward phase of one chunk -> ScoredBatch (failures raise past the allowed rate)."""
+        return score_rollouts(self.cfg, self.task, rb, problems, self.max_new_tokens, "verifier")
 
     def ping(self) -> bool:
         return True
@@ -134,28 +132,23 @@ class RayProducer:
         self.actor = backend.new_generator(idx)
 
     def __call__(self, problems: list, chunk: int) -> tuple:
-        from rlvr.train.pipeline import make_groups
-
         ray, cfg = _ray(), self.backend.cfg
         G = cfg.algo.group_size
         rb_ref = self.actor.generate.remote([p.prompt for p in problems for _ in range(G)])
         verifier = self.backend.verifier()
         try:
-            rb, scored = ray.get(verifier.score.remote(rb_ref, problems), timeout=cfg.pipeline.timeout_s)
+            batch = ray.get(verifier.score.remote(rb_ref, problems), timeout=cfg.pipeline.timeout_s)
         except BaseException:
             ray.kill(self.actor, no_restart=True)  # a dead or stuck generator is replaced on restart
             self.backend.check_verifier(verifier)
             raise
-        return make_groups(cfg, rb, *scored, problems, self.idx, chunk)
+        return make_groups(cfg, batch, self.idx, chunk)
 
 
 class RayBackend:
     """Generator and verifier actors for :class:`rlvr.train.pipeline.Pipeline`; weights by object store."""
 
     def __init__(self, st):
-        import copy
-        import threading
-
         ray = _ray()
         self.cfg, pc = st.cfg, st.cfg.pipeline
         self.started = ensure_ray(pc)
@@ -165,7 +158,7 @@ class RayBackend:
         self.board = ray.remote(num_cpus=0)(WeightBoard).remote()
         self._layout = bucket_layout(parameters_of(st.model), pc.bucket_mb << 20)
         self.publish(st.model, st.step)
-        template = copy.deepcopy(st.model).eval().requires_grad_(False)
+        template = copy.deepcopy(st.model).eval()
         self._model_ref, self._tok, self._params = ray.put(template), st.tok, st.params
         self._lock = threading.Lock()
         self._verifier = self._ver_cls.remote(self.cfg, st.params.max_new_tokens)
@@ -207,31 +200,4 @@ class RayBackend:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         if self.started:
-            ray.shutdown()
-
-
-class TrainerActor:
-    """Actor: runs :func:`rlvr.train.loop.train` (which builds the pipeline from inside Ray)."""
-
-    def run(self, cfg, run_dir: str, resume: bool, progress: str | None, extra_steps: int | None) -> str:
-        from rlvr.train.loop import train
-
-        os.environ[IN_TRAINER_ENV] = "1"
-        if resume:
-            return str(train(resume=run_dir, progress=progress, extra_steps=extra_steps))
-        return str(train(cfg, run_dir=run_dir, progress=progress))
-
-
-def train_in_trainer_actor(cfg, run: Path, resume: bool, progress: str | None, extra_steps: int | None):
-    """Run the whole training loop in a Ray trainer actor; None when already inside one (or when
-    ``pipeline.ray_trainer_actor`` is false), so the caller trains in-process."""
-    if os.environ.get(IN_TRAINER_ENV) or not cfg.pipeline.ray_trainer_actor:
-        return None
-    ray = _ray()
-    started = ensure_ray(cfg.pipeline)
-    try:
-        actor = ray.remote(num_cpus=actor_cpus(cfg.pipeline, "trainer"))(TrainerActor).remote()
-        return Path(ray.get(actor.run.remote(cfg, str(run), resume, progress or "plain", extra_steps)))
-    finally:
-        if started:
             ray.shutdown()

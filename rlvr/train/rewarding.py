@@ -9,8 +9,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.config import RewardConfig
-from rlvr.tasks.base import Verdict
-from rlvr.types import RolloutBatch
+from rlvr.types import RolloutBatch, Verdict
 
 
 def intrinsic_reward(name: str, rb: RolloutBatch, answers_P_G: list[list[str | None]],

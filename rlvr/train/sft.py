@@ -8,7 +8,7 @@
 The loss is the next-token negative log-likelihood of the completion tokens (and the EOS after
 them) only: prompt tokens are inputs, never targets. Sequences are built exactly as the RL
 trainer builds them (left-padded prompt + right-padded completion + EOS), and scored with the
-same :func:`rlvr.train.logprobs.completion_logits` / :func:`token_logprobs`.
+same :func:`rlvr.model.logprobs.completion_logits` / :func:`token_logprobs`.
 
 Shapes: B pairs, Tp prompt tokens (left-padded), T completion tokens (right-padded), V vocab.
 """
@@ -22,7 +22,8 @@ from collections.abc import Iterator
 import torch
 
 from rlvr.errors import UserError
-from rlvr.train.logprobs import completion_logits, token_logprobs
+from rlvr.eval.generate import samples_for
+from rlvr.model.logprobs import completion_logits, token_logprobs
 
 SFT_MODES = ("sft", "sft_gold")
 Pair = tuple[str, str]
@@ -130,8 +131,6 @@ def keep_correct(rows: list[tuple[str, str, bool]]) -> list[Pair]:
 def distill_pairs(teacher, tok, task, problems: list, n: int, sampling, seed: int) -> tuple[list[Pair], dict]:
     """Sample ``n`` completions per problem from ``teacher`` (SamplingConfig ``sampling``), verify
     each with ``task.verify`` and keep the right ones -> (pairs, {"generated", "kept"})."""
-    from rlvr.eval.generate import samples_for
-
     rows = samples_for(teacher, tok, task, problems, n, sampling, seed)
     pairs = keep_correct([(r["prompt"], r["completion"], r["correct"]) for r in rows])
     return pairs, {"generated": len(rows), "kept": len(pairs)}

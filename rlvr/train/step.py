@@ -1,7 +1,20 @@
-"""One RL step, top to bottom: prompts -> G samples each -> rewards -> advantages
--> loss -> optimiser. Everything a step needs lives in :class:`TrainState`.
+"""One RL step, written once, top to bottom:
 
-Shapes: P prompts, G samples per prompt, B = P*G rows, T completion tokens.
+    begin     learning rate of this step
+    collect   a :class:`BatchSource` hands over scored prompt groups (:class:`Collected`)
+    record    rollout diagnostics; No-Positive-Resampling pass rates
+    train_on  advantages -> zero-variance filter -> loss mask -> epochs x mini-batches x
+              micro-batches of loss and backward -> optimiser
+    finish    token / FLOP / sample counters, the metrics line, loud warnings
+
+The synchronous step (:class:`SyncSource`: sample and score here), the async pipeline
+(:class:`rlvr.train.pipeline.Pipeline`: take groups from generator workers) and data parallel
+(:class:`rlvr.train.distributed.DataParallelSource`: sample a share, all-gather) differ only in
+their source, and data parallel also in its :class:`Sharding` (each rank back-propagates its
+share of rows; gradients and statistics are summed over ranks).
+
+Shapes: P prompts, G samples per prompt, B = P*G rows (row p*G + g is sample g of prompt p),
+T completion tokens.
 """
 
 from __future__ import annotations
@@ -9,237 +22,297 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
 from rlvr.algo import losses as L
-from rlvr.algo.advantages import group_advantages, overlong_penalty, zero_variance_groups
-from rlvr.algo.curriculum import PassRateTracker
-from rlvr.algo.diagnostics import entropy_dynamics, token_stats_from_logits
-from rlvr.config import RunConfig
-from rlvr.errors import UserError
+from rlvr.algo.advantages import group_advantages, mixed_outcome_groups, zero_variance_groups
+from rlvr.algo.diagnostics import entropy_cell_sums, entropy_dynamics_from_sums, token_stats_from_logits
 from rlvr.log import warn
+from rlvr.model.hf import model_source
 from rlvr.model.io import model_device
-from rlvr.rollout.engine import concat_batches, sample, select_rows, verify_checked
-from rlvr.rollout.sample import SampleParams
-from rlvr.train.data import PromptSampler
-from rlvr.train.logprobs import completion_logits, score, sequences, token_logprobs
-from rlvr.train.rewarding import compute_rewards
+from rlvr.model.logprobs import completion_logits, score, sequences, token_logprobs
+from rlvr.rewards.scoring import reward_metrics, score_rollouts, task_equal
+from rlvr.rollout import vllm as V
+from rlvr.rollout.engine import sample
 from rlvr.train.schedule import lr_at
+from rlvr.train.state import TrainState, completion_budget, flops_per_token, sampling_generator
+from rlvr.types import ScoredBatch
 
 SUMMED = ("loss", "policy_loss")  # micro-batch stats that add up (weights are mini-batch-normalised)
 
 
 @dataclass
-class TrainState:
-    """The mutable state of a run (what a checkpoint holds, plus handles)."""
+class Collected:
+    """What a source hands to the step. ``kept``: the groups to train on (None: nothing usable);
+    ``seen``: every group sampled for this step (diagnostics, pass-rate tracker); ``gen_rows`` /
+    ``gen_tokens``: rows and tokens generated for it (discarded ones included)."""
 
-    cfg: RunConfig
-    model: torch.nn.Module
-    tok: object
-    task: object
-    opt: torch.optim.Optimizer
-    data: PromptSampler
-    params: SampleParams
-    gen: torch.Generator
-    ref_model: torch.nn.Module | None = None
-    tracker: PassRateTracker | None = None
-    step: int = 0
-    version: int = 0
-    samples: int = 0
-    tokens: int = 0
-    flops: float = 0.0
-    wall_s: float = 0.0
-    nan_steps: int = 0
-    last_entropy: float | None = None
-    counters: dict = field(default_factory=dict)
-    last_nan_step: int = -1  # st.step when nan_steps was last raised (not checkpointed)
-    engine: object | None = None  # sampling.engine=vllm: the VLLMEngine, built on first use
-    engine_version: int = -1  # policy version whose weights the engine holds
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
+    kept: ScoredBatch | None
+    seen: ScoredBatch
+    gen_rows: int
+    gen_tokens: int
+    metrics: dict = field(default_factory=dict)  # the source's own diagnostics
 
 
-def resolved_loss(cfg: RunConfig) -> tuple[str, L.LossConfig, str, str]:
-    """(name, algo LossConfig, aggregation, std_norm): the variant's defaults under the config's."""
-    lc = cfg.loss
-    over = {k: getattr(lc, k) for k in ("eps_low", "eps_high", "eps_max", "wapo_eps") if getattr(lc, k) is not None}
-    over["gspo_token"] = lc.gspo_token
-    spec = L.get_loss(lc.name)
-    return lc.name, L.loss_config(lc.name, **over), lc.aggregation or spec.aggregation, lc.std_norm or spec.std_norm
+class BatchSource(Protocol):
+    """Where the step's batch comes from."""
+
+    def collect(self, st: TrainState) -> Collected: ...
+
+    def after_update(self, st: TrainState, got: Collected) -> dict:
+        """Called after the optimiser: publish the weights; more metrics."""
+        ...
+
+    def close(self) -> None: ...
 
 
-# ----------------------------------------------------------------------------- 1. rollouts
-def rollout_round(st: TrainState, problems: list) -> tuple:
-    """Sample G completions for each problem and score them -> (rb (B), verdicts, reward_B, metrics)."""
+class Sharding:
+    """How one process takes part in an update: the identity for a single process. Data parallel
+    overrides all three (its rows of each mini-batch; all-reduce of gradients and statistics)."""
+
+    def rows(self, rows: torch.Tensor) -> slice:
+        """The part of a mini-batch's (sorted) rows this process back-propagates."""
+        return slice(None)
+
+    def reduce_grads(self, params: list[torch.Tensor]) -> None:
+        """Sum the gradients over processes (before clipping)."""
+
+    def reduce_stats(self, stats: dict[str, float]) -> dict[str, float]:
+        """Sum additive statistics over processes."""
+        return stats
+
+
+LOCAL = Sharding()
+
+
+# ----------------------------------------------------------------------------- the step
+def rl_step(st: TrainState, total_steps: int, source: BatchSource | None = None,
+            sharding: Sharding = LOCAL) -> dict:
+    """One RL step; returns the metrics line for this step (floats, no tensors)."""
+    source = source or SyncSource()
+    t0 = time.time()
+    begin(st, total_steps)
+    got = source.collect(st)
+    m = record(st, got)
+    t_gen = time.time()
+    m.update(train_on(st, got.kept, sharding))
+    m.update(source.after_update(st, got))
+    t_end = time.time()
+    m.update(gen_s=t_gen - t0, train_s=t_end - t_gen)
+    return finish(st, m, got, t_end - t0)
+
+
+def begin(st: TrainState, total_steps: int) -> None:
+    """Set this step's learning rate (warm-up, then constant or cosine)."""
+    o = st.cfg.optim
+    for g in st.opt.param_groups:
+        g["lr"] = lr_at(st.step, o.lr, o.warmup_steps, total_steps, o.schedule)
+
+
+def record(st: TrainState, got: Collected) -> dict:
+    """Rollout diagnostics of everything sampled, and the No-Positive-Resampling pass rates."""
+    seen = got.seen
+    m = rollout_metrics(seen)
+    m.update(reward_metrics(seen, st.cfg.reward.kind, task_equal(st.task)))
+    m.update(got.metrics)
+    lag_B = staleness(st.step, seen.rollouts.versions, seen.rollouts.completion_mask)
+    m.update(lag_max=int(lag_B.max()) if lag_B.numel() else 0,
+             lag_mean=float(lag_B.float().mean()) if lag_B.numel() else 0.0)
+    if st.tracker is not None:
+        correct_P = seen.correct_P_G().sum(-1)
+        with st.lock:
+            st.tracker.update([p.id for p in seen.problems], correct_P.tolist(), [seen.group_size] * seen.n_groups)
+            m["retired_prompts"] = len(st.tracker.retired)
+    return m
+
+
+def finish(st: TrainState, m: dict, got: Collected, elapsed_s: float) -> dict:
+    """Generation counters and the shared keys of the metrics line; loud warnings."""
+    st.step += 1
+    st.samples += got.gen_rows
+    st.tokens += got.gen_tokens
+    st.flops += flops_per_token(st.model) * got.gen_tokens
+    st.wall_s += elapsed_s
+    m.update(step=st.step, samples=st.samples, tokens=st.tokens, flops=st.flops, wall_s=st.wall_s,
+             version=st.version, lr=st.opt.param_groups[0]["lr"])
+    warn_silent_failures(st, m)
+    return m
+
+
+def staleness(version: int, versions_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> torch.Tensor:
+    """(B,) trainer version minus the OLDEST policy version among each row's real tokens."""
+    big = torch.iinfo(versions_B_T.dtype).max
+    return version - versions_B_T.masked_fill(~mask_B_T, big).min(-1).values
+
+
+# ----------------------------------------------------------------------------- collect (sync)
+class SyncSource:
+    """Sample and score P groups here, with the current policy (DAPO dynamic sampling: keep
+    sampling until P groups have mixed outcomes, at most ``algo.dynamic_max_rounds`` rounds)."""
+
+    def collect(self, st: TrainState) -> Collected:
+        a, P = st.cfg.algo, st.cfg.algo.prompts_per_step
+        gen = sampling_generator(st.cfg.train.seed, st.step)
+        kept, seen = [], []
+        for _ in range(a.dynamic_max_rounds if a.dynamic_sampling else 1):
+            batch = rollout(st, st.next_problems(P), gen, f"step {st.step + 1}")
+            seen.append(batch)
+            kept.append(batch.select(mixed_outcome_groups(batch.correct_P_G())) if a.dynamic_sampling else batch)
+            if sum(b.n_groups for b in kept) >= P:
+                break
+        else:
+            got = sum(b.n_groups for b in kept)
+            if a.dynamic_sampling and got < P:
+                st.count("dynamic_sampling_short")
+                warn(f"dynamic sampling found {got}/{P} groups with mixed outcomes in {a.dynamic_max_rounds} "
+                     "rounds; training on a smaller batch")
+        kept = [b for b in kept if b.n_groups]
+        all_seen = ScoredBatch.concat(seen, st.tok.pad_id)
+        train = ScoredBatch.concat(kept, st.tok.pad_id).head(P) if kept else None
+        return Collected(train, all_seen, all_seen.size, all_seen.rollouts.n_tokens)
+
+    def after_update(self, st: TrainState, got: Collected) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def rollout(st: TrainState, problems: list, gen: torch.Generator, where: str) -> ScoredBatch:
+    """G completions of each problem from the current policy, scored (the reward phase)."""
     G = st.cfg.algo.group_size
-    rows = [p for p in problems for _ in range(G)]
-    rb = sample_rollouts(st, [p.prompt for p in rows])
-    verdicts = checked_verdicts(st, rb.texts, rows)
-    reward_B, extra = compute_rewards(st.cfg.reward, rb, verdicts, G, [p.answer for p in problems])
-    if st.cfg.algo.overlong_cache:
-        reward_B = reward_B + overlong_penalty(rb.lengths, st.params.max_new_tokens, st.cfg.algo.overlong_cache)
-    return rb, verdicts, reward_B, extra
+    rb = sample_policy(st, [p.prompt for p in problems for _ in range(G)], gen)
+    return score_rollouts(st.cfg, st.task, rb, problems, st.params.max_new_tokens, where, st.count)
 
 
-def sample_rollouts(st: TrainState, prompts: list[str]):
+def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator):
     """One completion per prompt from the current policy: the native sampler, or (``sampling.engine
-    vllm``) a vLLM engine whose weights are synced from the trainer whenever its version is behind."""
+    vllm``) a vLLM engine whose weights are synced from the trainer whenever they are behind."""
     if st.cfg.sampling.engine == "native":
-        return sample(st.model, st.tok, prompts, st.params, version=st.version, generator=st.gen)
-    from rlvr.rollout import vllm as V
+        return sample(st.model, st.tok, prompts, st.params, version=st.step, generator=gen)
 
     if st.engine is None:
-        from rlvr.model.hf import _source
-
-        st.engine = V.VLLMEngine(_source(st.cfg.model.init_from or st.cfg.model.path), dtype=st.cfg.model.dtype,
-                                 seed=st.cfg.train.seed, gpu_memory_utilization=st.cfg.sampling.vllm_gpu_memory)
+        st.engine = V.VLLMEngine(model_source(st.cfg.model.init_from or st.cfg.model.path),
+                                 dtype=st.cfg.model.dtype, seed=st.cfg.train.seed,
+                                 gpu_memory_utilization=st.cfg.sampling.vllm_gpu_memory)
         st.engine_version = st.version if st.step == 0 else -1  # a resumed policy differs from the files
     if st.engine_version != st.version:  # weight sync after the optimiser steps
         st.engine.load_weights(st.model)
         st.engine_version = st.version
-    rb = V.sample(st.engine, st.tok, prompts, st.params, version=st.version, generator=st.gen)
+    rb = V.sample(st.engine, st.tok, prompts, st.params, version=st.step, generator=gen)
     return rb.to(model_device(st.model))
 
 
-def checked_verdicts(st: TrainState, texts: list[str], rows: list) -> list:
-    """B verdicts with reward failures isolated: a verifier that raises or runs past
-    ``reward.timeout_s`` scores ``train.reward_failure_value``, is counted (``reward_failures``,
-    ``reward_timeouts``) and logged with its exception text. More than
-    ``train.max_reward_failure_rate`` failed in one round stops the run with a UserError."""
-    rep = verify_checked(st.task, texts, rows, failure_value=st.cfg.train.reward_failure_value,
-                         timeout_s=st.cfg.reward.timeout_s)
-    handle_reward_failures(rep, st.cfg.train, f"step {st.step + 1}", st.count)
-    return rep.verdicts
+# ----------------------------------------------------------------------------- train_on
+def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOCAL) -> dict:
+    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts.
+
+    With ``algo.zero_var_filter`` the groups whose rewards are all equal are dropped BEFORE the
+    advantages are normalised, so a batch-level std is the std of the rows trained on.
+    """
+    cfg = st.cfg
+    upd: dict = {}
+    if batch is not None:
+        zero_P = zero_variance_groups(batch.reward_B.view(-1, batch.group_size))
+        upd["zero_var_frac"] = float(zero_P.float().mean())
+        if cfg.algo.zero_var_filter and zero_P.any():
+            batch = batch.select(~zero_P)
+    if batch is not None and batch.size:
+        rb = batch.rollouts
+        device = model_device(st.model)
+        adv_B = group_advantages(batch.reward_B.view(-1, batch.group_size), st.loss.std_norm).reshape(-1)
+        mask = rb.loss_mask.clone()
+        if cfg.algo.mask_truncated:
+            mask &= torch.tensor([r != "length" for r in rb.finish_reason], device=mask.device)[:, None]
+        if mask.any():
+            upd.update(policy_update(st, batch, adv_B.to(device), mask.to(device), sharding))
+            n_train = rb.n_tokens * cfg.algo.ppo_epochs
+            fpt = flops_per_token(st.model)
+            st.tokens += n_train
+            st.flops += 3 * fpt * n_train + (fpt * n_train if st.ref_model is not None else 0)
+    if "grad_norm" not in upd:
+        st.count("steps_without_gradient")
+        warn(f"step {st.step + 1}: no gradient (every group had equal rewards or no loss tokens)")
+    return upd
 
 
-def handle_reward_failures(rep, tc, where: str, count=None) -> None:
-    """Count (``count(key, n)``), warn about and, past ``tc.max_reward_failure_rate``, raise on the
-    failed reward calls of one VerifyReport. Shared by the sync step and the async generators."""
-    if not rep.failures:
-        return
-    n, B = len(rep.failures), len(rep.verdicts)
-    if count is not None:
-        count("reward_failures", n)
-        if rep.timeouts:
-            count("reward_timeouts", rep.timeouts)
-    row, msg = rep.failures[0]
-    warn(f"{where}: {n}/{B} reward calls failed and were scored {tc.reward_failure_value} "
-         f"(first, row {row}: {msg})")
-    if n / B > tc.max_reward_failure_rate:
-        raise UserError(f"{where}: {n}/{B} reward calls failed (first: {msg}), more than "
-                        f"train.max_reward_failure_rate={tc.max_reward_failure_rate}; fix the reward "
-                        "function or raise train.max_reward_failure_rate")
-
-
-def collect(st: TrainState) -> tuple:
-    """P groups of G scored samples. With DAPO dynamic sampling, keep sampling until P groups
-    have non-zero reward variance (at most ``dynamic_max_rounds`` rounds; then a smaller batch)."""
-    a, P, G = st.cfg.algo, st.cfg.algo.prompts_per_step, st.cfg.algo.group_size
-    retired = st.tracker.retired if st.tracker else frozenset()
-    parts, seen = [], []
-    for _ in range(a.dynamic_max_rounds if a.dynamic_sampling else 1):
-        problems = st.data.next(P, retired)
-        rb, verdicts, reward_B, extra = rollout_round(st, problems)
-        seen.append((rb, verdicts, reward_B, extra, problems))
-        if not a.dynamic_sampling:
-            parts.append(seen[-1])
-            break
-        informative = ~zero_variance_groups(reward_B.view(-1, G))
-        parts.append(_keep_groups(seen[-1], informative, G))
-        if sum(len(p[4]) for p in parts) >= P:
-            break
-    else:
-        got = sum(len(p[4]) for p in parts)
-        if a.dynamic_sampling and got < P:
-            st.count("dynamic_sampling_short")
-            warn(f"dynamic sampling found {got}/{P} informative groups in {a.dynamic_max_rounds} rounds; "
-                 "training on a smaller batch")
-    return _merge(parts, P, G, st.tok.pad_id), _merge(seen, None, G, st.tok.pad_id)
-
-
-def _keep_groups(part, keep_P: torch.Tensor, G: int):
-    rb, verdicts, reward_B, extra, problems = part
-    rows = (keep_P[:, None].expand(-1, G)).reshape(-1).nonzero().squeeze(-1)
-    idx = rows.tolist()
-    return (select_rows(rb, rows), [verdicts[i] for i in idx], reward_B[rows], extra,
-            [p for p, k in zip(problems, keep_P.tolist()) if k])
-
-
-def _merge(parts, limit_P: int | None, G: int, pad_id: int):
-    parts = [p for p in parts if p[4]]
-    if not parts:
-        return None
-    rb = concat_batches([p[0] for p in parts], pad_id) if len(parts) > 1 else parts[0][0]
-    verdicts = [v for p in parts for v in p[1]]
-    reward_B = torch.cat([p[2] for p in parts])
-    problems = [q for p in parts for q in p[4]]
-    if limit_P is not None and len(problems) > limit_P:
-        rows = torch.arange(limit_P * G)
-        rb, verdicts, reward_B, problems = select_rows(rb, rows), verdicts[: limit_P * G], reward_B[
-            : limit_P * G], problems[:limit_P]
-    return rb, verdicts, reward_B, parts[0][3], problems
-
-
-# ----------------------------------------------------------------------------- 3. update
-def policy_update(st: TrainState, rb, adv_B: torch.Tensor, mask: torch.Tensor) -> dict:
+def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask: torch.Tensor,
+                  sharding: Sharding = LOCAL) -> dict:
     """PPO-style epochs x mini-batches (split by prompt group) x micro-batches over one batch.
 
-    Loss weights are computed per mini-batch on the whole mini-batch, so accumulating micro-batch
-    gradients gives exactly the mini-batch gradient. Returns averaged stats.
+    adv_B: (B,), mask: (B, T) on the policy's device. Loss weights are computed per mini-batch on
+    the whole mini-batch, so accumulating micro-batch gradients (and, in data parallel, summing
+    them over ranks) gives exactly the mini-batch gradient. Returns stats averaged over updates;
+    the entropy-dynamics cells cover every row of the first epoch.
     """
-    cfg, G = st.cfg, st.cfg.algo.group_size
-    name, lcfg, aggregation, _ = resolved_loss(cfg)
-    temp = cfg.sampling.temperature
-    n_groups = rb.size // G
-    old_logp = rb.behaviour_logp
-    ref_logp = score(st.ref_model, rb, temp) if st.ref_model is not None else None
+    cfg, G, rb = st.cfg, batch.group_size, batch.rollouts
     micro = cfg.algo.micro_batch_size or rb.size
-    p = st.params
-    budget = p.max_new_tokens + (len(p.interruption_ids) + p.interruption_extra if p.interruption_budget else 0)
-    max_len = max(budget, rb.completion_ids.shape[1])
+    max_len = max(completion_budget(st.params), rb.completion_ids.shape[1])
     agg: dict[str, float] = {}
+    cells: dict[str, float] = {}
     n_updates = 0
     for epoch in range(cfg.algo.ppo_epochs):
-        perm = torch.randperm(n_groups, generator=st.gen)
-        for mb_groups in perm.chunk(min(cfg.algo.minibatches, n_groups)):
+        perm = torch.randperm(batch.n_groups, generator=st.gen)  # the same stream on every rank
+        for mb_groups in perm.chunk(min(cfg.algo.minibatches, batch.n_groups)):
             rows = (mb_groups[:, None] * G + torch.arange(G)).reshape(-1).sort().values
-            w = L.token_weights(mask[rows], G, aggregation, max_len=max_len, adv_B=adv_B[rows])
+            n_rows = len(rows)
+            w = L.token_weights(mask[rows], G, st.loss.aggregation, max_len=max_len, adv_B=adv_B[rows])
+            kl_w = L.token_weights(mask[rows], G, "token_mean") if st.ref_model is not None else None
+            mine = sharding.rows(rows)  # data parallel: this rank's share; weights stay global
+            rows, w, kl_w = rows[mine], w[mine], None if kl_w is None else kl_w[mine]
             st.opt.zero_grad(set_to_none=True)
             stats: dict[str, float] = {}
-            for mrows, mw in zip(rows.split(micro), w.split(micro)):
-                s = _micro_step(st, rb, mrows, mw, old_logp, ref_logp, adv_B, mask, name, lcfg, temp,
-                                diag=epoch == 0 and n_updates == 0 and len(stats) == 0)
+            for mrows, mw, mkl in _micro_batches(rows, w, kl_w, micro):
+                s = micro_step(st, rb, mrows, mw, mkl, adv_B, mask, cells if epoch == 0 else None)
                 for k, v in s.items():  # losses are partial sums; other stats are means over rows
-                    stats[k] = stats.get(k, 0.0) + (v if k in SUMMED else v * len(mrows) / len(rows))
-            stats["grad_norm"] = _clip_and_step(st, finite_loss=math.isfinite(stats.get("loss", 0.0)))
+                    stats[k] = stats.get(k, 0.0) + (v if k in SUMMED else v * len(mrows) / n_rows)
+            sharding.reduce_grads([p for p in st.model.parameters() if p.requires_grad])
+            stats = sharding.reduce_stats(stats)
+            stats["grad_norm"] = clip_and_step(st, finite_loss=math.isfinite(stats.get("loss", 0.0)))
             n_updates += 1
             for k, v in stats.items():
                 agg[k] = agg.get(k, 0.0) + v
-    return {k: v / max(1, n_updates) for k, v in agg.items()}
+    out = {k: v / max(1, n_updates) for k, v in agg.items()}
+    if cells:
+        out.update(entropy_dynamics_from_sums(sharding.reduce_stats(cells)))
+    return out
 
 
-def _micro_step(st, rb, rows, w, old_logp, ref_logp, adv_B, mask, name, lcfg, temp, diag: bool) -> dict:
+def _micro_batches(rows, w, kl_w, micro: int):
+    kl_parts = [None] * len(rows.split(micro)) if kl_w is None else kl_w.split(micro)
+    return zip(rows.split(micro), w.split(micro), kl_parts)
+
+
+def micro_step(st: TrainState, rb, rows: torch.Tensor, w: torch.Tensor, kl_w: torch.Tensor | None,
+               adv_B: torch.Tensor, mask: torch.Tensor, cells: dict | None) -> dict:
+    """Forward + backward of one micro-batch (``rows``); its loss and statistics.
+
+    w: (b, T) policy-loss weights; kl_w: (b, T) KL weights (a token mean over ALL loss tokens of the
+    mini-batch, whatever the policy loss's aggregation; None without a reference model). ``cells``
+    accumulates the entropy-dynamics sums (first epoch only)."""
+    temp = st.cfg.sampling.temperature
     ids, key_mask, tp = sequences(rb, rows)
     logits = completion_logits(st.model, ids, key_mask, tp, temp)
     tokens = rb.completion_ids[rows]
     logp, entropy = token_logprobs(logits, tokens)
-    inp = L.LossInputs(logp=logp, old_logp=old_logp[rows], adv=adv_B[rows], mask=mask[rows], weights=w)
-    loss, stats = L.policy_loss(name, inp, lcfg)
+    m = mask[rows]
+    inp = L.LossInputs(logp=logp, old_logp=rb.behaviour_logp[rows], adv=adv_B[rows], mask=m, weights=w)
+    loss, stats = L.policy_loss(st.loss.name, inp, st.loss)
     out = {k: float(v) for k, v in stats.items()}
     out["policy_loss"] = float(loss.detach())
-    if ref_logp is not None:
-        kl = L.kl_penalty(logp, ref_logp[rows], st.cfg.loss.kl_estimator)
-        kl_term = (w * kl).sum()
-        loss = loss + st.cfg.loss.kl_coef * kl_term
-        out["kl_ref"] = float((kl * mask[rows]).sum() / mask[rows].sum().clamp(min=1))
-    if st.cfg.loss.entropy_coef:
-        loss = loss - st.cfg.loss.entropy_coef * (w * entropy).sum()
-    if diag:  # entropy-dynamics cells, once per step (cheap at small V)
+    if kl_w is not None:
+        ref_logp = score(st.ref_model, rb.select(rows), temp)
+        kl = L.kl_penalty(logp, ref_logp, st.loss.kl_estimator, mask=m)
+        loss = loss + st.loss.kl_coef * (kl_w * kl).sum()
+        out["kl_ref"] = float((kl * m).sum() / m.sum().clamp(min=1))
+    if st.loss.entropy_coef:
+        loss = loss - st.loss.entropy_coef * (w * entropy).sum()
+    if cells is not None:  # entropy-dynamics cells (cheap at small V)
         ts = token_stats_from_logits(logits.detach(), tokens)
-        lr = st.opt.param_groups[0]["lr"]
-        out.update({k: float(v) for k, v in entropy_dynamics(ts, adv_B[rows], mask[rows], w, lr).items()})
+        for k, v in entropy_cell_sums(ts, adv_B[rows], m, w, st.opt.param_groups[0]["lr"]).items():
+            cells[k] = cells.get(k, 0.0) + float(v)
     out["loss"] = float(loss.detach())
     if not torch.isfinite(loss):
         st.count("nan_loss")
@@ -248,7 +321,7 @@ def _micro_step(st, rb, rows, w, old_logp, ref_logp, adv_B, mask, name, lcfg, te
     return out
 
 
-def _clip_and_step(st: TrainState, finite_loss: bool = True) -> float:
+def clip_and_step(st: TrainState, finite_loss: bool = True) -> float:
     """Clip and apply the accumulated gradient; skipped (and counted once per step in
     ``nan_steps``) when the loss of any micro-batch or the gradient norm is NaN/Inf."""
     params = [p for p in st.model.parameters() if p.requires_grad]
@@ -267,84 +340,27 @@ def _clip_and_step(st: TrainState, finite_loss: bool = True) -> float:
     return norm
 
 
-# ----------------------------------------------------------------------------- the step
-def rl_step(st: TrainState, total_steps: int) -> dict:
-    """One RL step; returns the metrics line for this step (floats, no tensors)."""
-    cfg, G = st.cfg, st.cfg.algo.group_size
-    t0 = time.time()
-    for g in st.opt.param_groups:
-        g["lr"] = lr_at(st.step, cfg.optim.lr, cfg.optim.warmup_steps, total_steps, cfg.optim.schedule)
-    kept, seen = collect(st)  # 1. rollouts + 2. rewards
-    rb_all, verdicts_all, reward_all, extra, problems_all = seen
-    m = rollout_metrics(rb_all, verdicts_all, reward_all, G)
-    m.update({k: v for k, v in extra.items() if v is not None})
-    if st.tracker is not None:  # No-Positive-Resampling bookkeeping
-        correct = torch.tensor([v.correct for v in verdicts_all], dtype=torch.float32).view(-1, G).sum(1)
-        st.tracker.update([p.id for p in problems_all], correct.tolist(), [G] * len(problems_all))
-        m["retired_prompts"] = len(st.tracker.retired)
-    t_gen = time.time() - t0
-    upd = {}
-    if kept is not None:
-        rb, verdicts, reward_B, _, problems = kept
-        reward_P_G = reward_B.view(-1, G)
-        _, _, _, std_norm = resolved_loss(cfg)
-        adv_P_G = group_advantages(reward_P_G, std_norm)  # 3. advantages
-        zero_P = zero_variance_groups(reward_P_G)
-        m["zero_var_frac"] = float(zero_P.float().mean())
-        if cfg.algo.zero_var_filter and zero_P.any():
-            rows = (~zero_P)[:, None].expand(-1, G).reshape(-1).nonzero().squeeze(-1)
-            rb, adv_P_G = select_rows(rb, rows), adv_P_G[~zero_P]
-        mask = rb.loss_mask.clone()
-        if cfg.algo.mask_truncated:
-            mask &= torch.tensor([r != "length" for r in rb.finish_reason], device=mask.device)[:, None]
-        if rb.size and mask.any():  # 4. loss + optimiser, on the policy's device
-            upd = policy_update(st, rb, adv_P_G.reshape(-1).to(mask.device), mask)
-            n_train_tokens = int(rb.completion_mask.sum() + rb.prompt_mask.sum()) * cfg.algo.ppo_epochs
-            st.tokens += n_train_tokens
-            fpt = _flops_per_token(st.model)
-            st.flops += 3 * fpt * n_train_tokens + (fpt * n_train_tokens if st.ref_model is not None else 0)
-    if not upd:
-        st.count("steps_without_gradient")
-        warn(f"step {st.step + 1}: no gradient (every group had equal rewards or no loss tokens)")
-    st.step += 1
-    gen_tokens = int(rb_all.completion_mask.sum() + rb_all.prompt_mask.sum())
-    st.samples += rb_all.size
-    st.tokens += gen_tokens
-    st.flops += _flops_per_token(st.model) * gen_tokens
-    st.wall_s += time.time() - t0
-    m.update(upd)
-    m.update(step=st.step, samples=st.samples, tokens=st.tokens, flops=st.flops, wall_s=st.wall_s,
-             version=st.version, lr=st.opt.param_groups[0]["lr"], gen_s=t_gen, train_s=time.time() - t0 - t_gen,
-             lag_max=0, lag_mean=0.0)
-    _warn_silent_failures(st, m)
-    return m
-
-
-def _flops_per_token(model) -> int:
-    return model.flops_per_token() if hasattr(model, "flops_per_token") else 2 * sum(
-        p.numel() for p in model.parameters())
-
-
-def rollout_metrics(rb, verdicts, reward_B, G: int) -> dict:
+# ----------------------------------------------------------------------------- diagnostics
+def rollout_metrics(batch: ScoredBatch) -> dict:
     """Diagnostics of the sampled batch (all rounds of dynamic sampling)."""
+    rb, verdicts = batch.rollouts, batch.verdicts
     n = max(1, len(verdicts))
-    lengths = rb.lengths.float()
     ent = (rb.entropy * rb.completion_mask).sum() / rb.completion_mask.sum().clamp(min=1)
     status = {s: sum(v.status == s for v in verdicts) / n for s in ("no_answer", "malformed", "wrong", "right")}
     return {
-        "reward": float(reward_B.mean()),
+        "reward": float(batch.reward_B.mean()),
         "pass_rate": status["right"],
         "no_answer_rate": status["no_answer"],
         "malformed_rate": status["malformed"],
         "entropy": float(ent),
-        "response_len": float(lengths.mean()),
+        "response_len": float(rb.lengths.float().mean()),
         "truncation_rate": sum(r == "length" for r in rb.finish_reason) / n,
         "interrupted_rate": sum(r == "interrupted" for r in rb.finish_reason) / n,
-        "zero_var_frac": float(zero_variance_groups(reward_B.view(-1, G)).float().mean()),
+        "zero_var_frac": float(zero_variance_groups(batch.reward_B.view(-1, batch.group_size)).float().mean()),
     }
 
 
-def _warn_silent_failures(st: TrainState, m: dict) -> None:
+def warn_silent_failures(st: TrainState, m: dict) -> None:
     """The failures peers suffer silently: loud here, and counted."""
     if m["truncation_rate"] >= 1.0:
         st.count("all_truncated_steps")

@@ -7,16 +7,15 @@ import json
 import statistics
 from pathlib import Path
 
+from rlvr.algo.losses import LOSSES
 from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
+from rlvr.train.launch import run_training as train
 
 
 def sweep_variants(path: str | None, overrides: list[str], variants: list[str], seeds: list[int],
                    progress: str | None = None) -> dict:
-    from rlvr.algo.losses import LOSSES
-    from rlvr.train.loop import train
-
     unknown = [v for v in variants if v not in LOSSES]
     if unknown:
         raise UserError(f"unknown loss variant(s) {unknown}; registered: {', '.join(sorted(LOSSES))}")

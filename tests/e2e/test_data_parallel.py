@@ -15,11 +15,13 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from rlvr.algo.losses import resolve_loss
 from rlvr.config import load_config
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.engine import sample, sample_params
-from rlvr.train.step import TrainState
+from rlvr.train.state import TrainState
+from rlvr.types import Problem, ScoredBatch, Verdict
 
 OVER = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "algo.prompts_per_step=4",
         "algo.group_size=3", "algo.minibatches=2", "algo.micro_batch_size=2", "sampling.max_new_tokens=10",
@@ -38,21 +40,25 @@ def _state_and_batch():
     adv_B = torch.randn(rb.size, generator=torch.Generator().manual_seed(4))
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     st = TrainState(cfg=cfg, model=model, tok=tok, task=None, opt=opt, data=None, params=params,
-                    gen=torch.Generator().manual_seed(5))
-    return st, rb, adv_B
+                    gen=torch.Generator().manual_seed(5), loss=resolve_loss(cfg.loss))
+    zeros = torch.zeros(rb.size)
+    batch = ScoredBatch(rb, [Verdict(0.0, "wrong")] * rb.size, zeros, zeros,
+                        [Problem(str(i), "", "") for i in range(4)], 3)
+    return st, batch, adv_B
 
 
 def _rank_main(rank: int, world: int, store: str, out: str) -> None:
     import torch.distributed as dist
 
-    from rlvr.train.distributed import dp_policy_update
+    from rlvr.train.distributed import DataParallelSharding
+    from rlvr.train.step import policy_update
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     try:
-        st, rb, adv_B = _state_and_batch()
-        stats = dp_policy_update(st, rb, adv_B, rb.loss_mask)
+        st, batch, adv_B = _state_and_batch()
+        stats = policy_update(st, batch, adv_B, batch.rollouts.loss_mask, DataParallelSharding())
         torch.save({"params": [p.detach().clone() for p in st.model.parameters()], "stats": stats,
                     "version": st.version}, f"{out}/rank{rank}.pt")
     finally:
@@ -73,9 +79,9 @@ def _spawn(world: int, tmp: Path, timeout_s: float = 240.0) -> None:
 def test_two_gloo_ranks_match_one_process_after_a_step(tmp_path):
     from rlvr.train.step import policy_update
 
-    st, rb, adv_B = _state_and_batch()
+    st, batch, adv_B = _state_and_batch()
     before = [p.detach().clone() for p in st.model.parameters()]
-    stats = policy_update(st, rb, adv_B, rb.loss_mask)
+    stats = policy_update(st, batch, adv_B, batch.rollouts.loss_mask)
     _spawn(2, tmp_path)
     r0, r1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
     assert r0["version"] == r1["version"] == st.version == 2  # two mini-batches, two optimiser steps
@@ -85,9 +91,12 @@ def test_two_gloo_ranks_match_one_process_after_a_step(tmp_path):
         assert torch.equal(a, b)  # ranks agree exactly
         assert torch.allclose(single, a, atol=1e-6, rtol=0), float((single - a).abs().max())
     # no clipping (optim.grad_clip=0), so a wrong all-reduce factor shows in the parameters; the global
-    # gradient norm matches the single process'; partial-sum stats such as "loss" depend on how rows
-    # are split into micro-batches, so they are not compared
+    # gradient norm and the logged loss (partial sums over rows, summed over ranks) match the single
+    # process'. Token-mean stats such as clip fractions are row-weighted means of micro-batch means, so
+    # they depend on how the rows are split and are not compared.
     assert r0["stats"]["grad_norm"] == pytest.approx(stats["grad_norm"], rel=1e-5)
+    for key in ("loss", "policy_loss"):
+        assert r0["stats"][key] == r1["stats"][key] == pytest.approx(stats[key], rel=1e-5, abs=1e-7), key
 
 
 def test_torchrun_keeps_ranks_in_lockstep(tmp_path):
@@ -99,7 +108,7 @@ def test_torchrun_keeps_ranks_in_lockstep(tmp_path):
     save_policy(TinyGPT(cfg.model, tok.vocab_size), tok, tmp_path / "init")
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "rlvr.train.distributed", "quickstart", *OVER, f"model.init_from={tmp_path / 'init'}",
+           "-m", "rlvr.commands.distributed", "quickstart", *OVER, f"model.init_from={tmp_path / 'init'}",
            "task.train_size=32", "train.steps=2", "train.eval_problems=4", "reward.kind=neg_entropy",
            "pipeline.timeout_s=120", "--run-dir", str(run)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

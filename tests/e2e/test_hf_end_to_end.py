@@ -34,7 +34,7 @@ def _weights(d):
 
 @pytest.mark.slow
 def test_train_resume_and_eval_tiny_hf(tmp_path):
-    from rlvr.train.pretrain import cache_root
+    from rlvr.paths import cache_root
 
     run = tmp_path / "run"
     assert main(["train", "gsm8k_tiny_hf", "train.steps=2", *OVER, "--run-dir", str(run)]) == 0

@@ -21,7 +21,7 @@ from rlvr.cli import main
 from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
-from rlvr.rollout.engine import verify_checked
+from rlvr.rewards.verify import verify_checked
 from rlvr.tasks.arithmetic import ArithmeticTask
 from rlvr.tasks.registry import register_task
 from rlvr.train.checkpoint import latest_good_checkpoint, list_checkpoints, verify_checkpoint

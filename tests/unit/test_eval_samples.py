@@ -144,6 +144,32 @@ def test_compare_uses_common_problems_only() -> None:
         compare([row("x")], [row("y")])
 
 
+def _pair_rows(base_solved: range, trained_solved: range, n_problems: int = 200, n: int = 16):
+    """Base solves its problems once in n samples, trained every time (so trained leads at k=1)."""
+    base = [row(f"p{i}", i in base_solved and j == 0) for i in range(n_problems) for j in range(n)]
+    trained = [row(f"p{i}", i in trained_solved) for i in range(n_problems) for j in range(n)]
+    return base, trained
+
+
+def test_compare_crossover_needs_the_difference_beyond_its_interval() -> None:
+    # pass@16: base 0.905 vs trained 0.895, the difference inside its 95% interval: no crossover
+    # (the old tie-inclusive rule said 16, as `rlvr run` printed)
+    base, trained = _pair_rows(range(0, 181), range(10, 189))
+    out = compare(base, trained, ks=[1, 16])
+    assert out["base"]["pass_at_k"]["16"] == pytest.approx(0.905)
+    assert out["trained"]["pass_at_k"]["16"] == pytest.approx(0.895)
+    assert out["trained"]["pass_at_k"]["1"] > out["base"]["pass_at_k"]["1"]
+    assert out["crossover_k"] is None
+    cross = out["crossover"]
+    assert cross["k"] is None and cross["k_max"] == 16 and cross["text"] == "none up to k=16"
+    lo, hi = cross["base_minus_trained_ci"]["16"]
+    assert lo < 0 < hi
+    assert json.loads(json.dumps(out)) == out
+    # a clear crossover: base 0.905 vs trained 0.455 at k=16
+    out = compare(*_pair_rows(range(0, 181), range(10, 101)), ks=[1, 16])
+    assert out["crossover_k"] == 16 and out["crossover"]["text"] == "k=16"
+
+
 def test_group_by_problem_keeps_order() -> None:
     groups = group_by_problem([row("b"), row("a"), row("b", False)])
     assert list(groups) == ["b", "a"] and [r["correct"] for r in groups["b"]] == [True, False]

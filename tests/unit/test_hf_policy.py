@@ -18,7 +18,7 @@ from rlvr.errors import UserError  # noqa: E402
 from rlvr.model.hf import build_tiny_hf, load_hf_policy, main, train_tokenizer  # noqa: E402
 from rlvr.model.io import load_policy, save_policy  # noqa: E402
 from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
-from rlvr.train.logprobs import score  # noqa: E402
+from rlvr.model.logprobs import score  # noqa: E402
 
 CHAT = ("{% for m in messages %}<bos>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}assistant: {% endif %}")
@@ -178,7 +178,7 @@ def _pg_steps(m, tok, steps=3):
                   generator=torch.Generator().manual_seed(3))
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-2)
     adv = torch.tensor([1.0, -1.0])
-    from rlvr.train.logprobs import completion_logits, sequences, token_logprobs
+    from rlvr.model.logprobs import completion_logits, sequences, token_logprobs
 
     def seq_logp():
         s, km, tp = sequences(rb)

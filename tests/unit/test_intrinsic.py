@@ -138,14 +138,77 @@ def test_majority_vote_threshold():
         majority_vote_reward(answers, min_share=1.5)
 
 
-def test_majority_vote_key_and_ragged_groups():
-    r, maj, _ = majority_vote_reward([[" 4", "4 ", "5"]])  # default key strips
+def test_majority_vote_default_strips_and_ragged_groups():
+    r, maj, _ = majority_vote_reward([[" 4", "4 ", "5"]])  # default equality: stripped strings
     assert r.tolist() == [[1, 1, 0]] and maj == [" 4"]
-    canon = {"1/2": "0.5"}
-    r, _, share = majority_vote_reward([["1/2", "0.5", "3"]], key=lambda a: canon.get(a, a))
-    assert r.tolist() == [[1, 1, 0]] and share == [pytest.approx(2 / 3)]
     with pytest.raises(ValueError, match="must be equal"):
         majority_vote_reward([["1", "2"], ["1"]])
+
+
+def _math_equal(a: str, b: str) -> bool:
+    from rlvr.rewards.math import math_equivalent
+
+    return math_equivalent(a, b)
+
+
+def test_majority_vote_clusters_by_math_equivalence():
+    # strings: three singletons, a 1-1-1 tie won by "1/2" alone; math: {"1/2", "0.5"} has 2 of 3
+    r_str, maj_str, share_str = majority_vote_reward([["1/2", "0.5", "3"]])
+    assert r_str.tolist() == [[1, 0, 0]] and share_str == [pytest.approx(1 / 3)]
+    r, maj, share = majority_vote_reward([["1/2", "0.5", "3"]], equal=_math_equal)
+    assert r.tolist() == [[1, 1, 0]] and maj == ["1/2"] and share == [pytest.approx(2 / 3)]
+    # the cluster outvotes a string that is more frequent on its own; first seen is the representative
+    answers = [["7", "\\frac{1}{2}", "7", "0.5", "1/2", None]]
+    r, maj, share = majority_vote_reward(answers, equal=_math_equal)
+    assert r.tolist() == [[0, 1, 0, 1, 1, 0]] and maj == ["\\frac{1}{2}"] and share == [pytest.approx(3 / 5)]
+    assert majority_vote_reward(answers)[1] == ["7"]  # strings: "7" x2 wins
+    r, _, _ = majority_vote_reward(answers, min_share=0.7, equal=_math_equal)
+    assert r.tolist() == [[0] * 6]
+
+
+def test_majority_vote_equal_is_called_deterministically_and_sparingly():
+    calls: list[tuple[str, str]] = []
+
+    def equal(a: str, b: str) -> bool:
+        calls.append((a, b))
+        return a.lower() == b.lower()
+
+    answers = [["a", "B", "A", "b", "a", "c", "B"]]
+    r, maj, share = majority_vote_reward(answers, equal=equal)
+    # clusters in first-seen order: {a, A, a} (rep "a"), {B, b, B} (rep "B"), {c}; tie 3-3 -> "a"
+    assert maj == ["a"] and r.tolist() == [[1, 0, 1, 0, 1, 0, 0]] and share == [pytest.approx(3 / 7)]
+    again: list[tuple[str, str]] = []
+    assert majority_vote_reward(answers, equal=lambda a, b: again.append((a, b)) or a.lower() == b.lower())[1] == maj
+    assert calls == again  # the same calls in the same order
+    assert len(calls) <= 6  # each distinct string is compared with the representatives once, not per sample
+
+
+def test_label_accuracy_under_math_equivalence():
+    proxy = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    truth = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    d = proxy_diagnostics(proxy, truth, ["1/2", "3"], ["0.5", "4"])
+    assert d["label_accuracy"] == pytest.approx(0.0)  # stripped strings: "1/2" != "0.5"
+    d = proxy_diagnostics(proxy, truth, ["1/2", "3"], ["0.5", "4"], equal=_math_equal)
+    assert d["label_accuracy"] == pytest.approx(0.5)
+
+
+def test_compute_rewards_passes_the_task_equivalence_through():
+    from rlvr.config import RewardConfig
+    from rlvr.tasks.base import task_equivalence
+    from rlvr.tasks.gsm8k import GSM8KTask
+    from rlvr.train.rewarding import compute_rewards
+    from rlvr.types import Verdict
+
+    answers = ["1/2", "0.5", "3", "3", "0.5", "7", "1/2", "2/4"]
+    verdicts = [Verdict(float(a != "3" and a != "7"), "wrong", a) for a in answers]
+    cfg = RewardConfig("majority_vote")
+    reward, diag = compute_rewards(cfg, None, verdicts, 4, ["0.5", "0.5"])  # default: stripped strings
+    # group 0: "3" x2 wins (label "3": wrong); group 1: four singletons, "0.5" first (label right)
+    assert reward.tolist() == [0, 0, 1, 1, 1, 0, 0, 0] and diag["label_accuracy"] == pytest.approx(0.5)
+    equal = task_equivalence(GSM8KTask())
+    reward, diag = compute_rewards(cfg, None, verdicts, 4, ["0.5", "0.5"], equal=equal)
+    # group 0: {1/2, 0.5} ties {3, 3}, first seen wins; group 1: {0.5, 1/2, 2/4} has 3 of 4
+    assert reward.tolist() == [1, 1, 0, 0, 1, 0, 1, 1] and diag["label_accuracy"] == pytest.approx(1.0)
 
 
 # ------------------------------------------------------------------ combine and registry

@@ -12,15 +12,18 @@ import pytest
 import torch
 
 from rlvr.algo.losses import (
+    LOSS_DEFAULTS,
     LOSSES,
-    LossConfig,
     LossInputs,
     get_loss,
     kl_penalty,
     loss_config,
     policy_loss,
+    register,
+    resolve_loss,
     token_weights,
 )
+from rlvr.config import ConfigError, LossConfig, load_config
 
 TOL = 1e-6
 F64 = torch.float64
@@ -336,7 +339,10 @@ def test_unknown_loss_name_suggests_the_closest() -> None:
 def test_loss_config_defaults_and_overrides() -> None:
     assert loss_config("dapo").eps_high == 0.28 and loss_config("dapo").eps_low == 0.2
     assert (loss_config("gspo").eps_low, loss_config("gspo").eps_high) == (3e-4, 4e-4)
-    assert loss_config("grpo") == LossConfig() and loss_config("cispo").eps_max == 4.0
+    grpo = loss_config("grpo")
+    assert (grpo.eps_low, grpo.eps_high, grpo.eps_max, grpo.wapo_eps, grpo.cispo_eps_low) == (0.2, 0.2, 4.0, 9.0, None)
+    assert (grpo.name, grpo.aggregation, grpo.std_norm) == ("grpo", "seq_mean_token_mean", "group")
+    assert grpo == resolve_loss(LossConfig(name="grpo")) and loss_config("cispo").eps_max == 4.0
     assert loss_config("dapo", eps_high=0.3).eps_high == 0.3
     with pytest.raises(ValueError, match="did you mean 'eps_high'"):
         loss_config("dapo", eps_hgh=0.3)
@@ -376,3 +382,62 @@ def test_kl_mask_zeroes_padding_without_nan() -> None:
     assert abs(kl[0, 0].item() - math.exp(-1)) < TOL and kl[0, 1].item() == 0.0
     # d k3 / d logp = 1 - exp(ref - logp)
     assert abs(logp.grad[0, 0].item() - (1 - math.exp(-1))) < TOL and logp.grad[0, 1].item() == 0.0
+
+
+# ----------------------------------------------------------------------------- one settings class
+def test_the_config_loss_section_is_the_loss_settings_class() -> None:
+    import rlvr.algo.losses as L
+    from rlvr.algo.advantages import STD_NORMS
+    from rlvr.config import STD_NORMS as CONFIG_STD_NORMS
+
+    assert L.LossConfig is LossConfig and STD_NORMS == CONFIG_STD_NORMS
+    assert set(LOSS_DEFAULTS) == {f for f, v in vars(LossConfig()).items() if v is None}
+
+
+def test_resolve_loss_fills_every_optional_field_in_order() -> None:
+    for name, spec in LOSSES.items():
+        r = resolve_loss(LossConfig(name=name))
+        assert all(getattr(r, k) == spec.defaults.get(k, v) for k, v in LOSS_DEFAULTS.items())
+        assert (r.aggregation, r.std_norm) == (spec.aggregation, spec.std_norm)
+        assert resolve_loss(r) == r  # idempotent
+    dapo = resolve_loss(load_config("dapo").loss)
+    assert dapo.eps_high == 0.28 and dapo.eps_low == 0.2  # the variant's default over the global one
+    explicit = resolve_loss(load_config("dapo", ["loss.eps_high=0.3", "loss.aggregation=prompt_mean"]).loss)
+    assert explicit.eps_high == 0.3 and explicit.aggregation == "prompt_mean" and explicit.std_norm == "group"
+    assert loss_config("dapo", eps_high=0.3).eps_high == 0.3
+    with pytest.raises(ValueError, match="did you mean 'grpo'"):
+        resolve_loss(LossConfig(name="grp0"))
+
+
+def test_cispo_eps_low_from_yaml_and_overrides_reaches_the_loss(tmp_path) -> None:
+    assert resolve_loss(load_config(None).loss).cispo_eps_low is None  # no floor unless set
+    lc = resolve_loss(load_config(None, ["loss.cispo_eps_low=0.5"]).loss)
+    assert lc.name == "cispo" and lc.cispo_eps_low == 0.5 and lc.eps_max == 4.0
+    p = tmp_path / "c.yaml"
+    p.write_text("loss:\n  name: cispo\n  cispo_eps_low: 0.2\n  eps_max: 6\n")
+    from_yaml = resolve_loss(load_config(p).loss)
+    assert (from_yaml.cispo_eps_low, from_yaml.eps_max) == (0.2, 6.0)
+    assert from_yaml == loss_config("cispo", cispo_eps_low=0.2, eps_max=6.0)
+    # the floor acts: the same hand case as test_cispo_lower_bound_and_cap, from the config
+    inp = build("cispo", logs(CISPO_RHO))
+    stats = policy_loss("cispo", inp, from_yaml)[1]
+    assert abs(stats["clip_frac_low"].item() - 2 / 9) < TOL
+    with pytest.raises(ConfigError, match=r"loss.cispo_eps_low: must be in \(0, 1\]"):
+        load_config(None, ["loss.cispo_eps_low=1.5"])
+
+
+def test_policy_loss_resolves_an_unresolved_config_with_its_variant() -> None:
+    inp = build("dapo", logs(PPO_RHO))
+    a = policy_loss("dapo", inp, LossConfig())[0].item()  # name cispo, eps None: dapo's defaults
+    assert a == policy_loss("dapo", inp, loss_config("dapo"))[0].item()
+
+
+def test_register_checks_defaults_against_the_config_fields() -> None:
+    fn = LOSSES["grpo"].fn
+    with pytest.raises(ValueError, match="unknown LossConfig fields.*did you mean 'eps_high'"):
+        register("_bad1", aggregation="token_mean", std_norm="group", paper="-", defaults={"eps_hi": 0.3})(fn)
+    with pytest.raises(ValueError, match="may set only"):
+        register("_bad2", aggregation="token_mean", std_norm="group", paper="-", defaults={"kl_coef": 0.1})(fn)
+    with pytest.raises(ConfigError, match="loss.eps_low"):
+        register("_bad3", aggregation="token_mean", std_norm="group", paper="-", defaults={"eps_low": -1})(fn)
+    assert not {"_bad1", "_bad2", "_bad3"} & set(LOSSES)

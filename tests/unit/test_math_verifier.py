@@ -247,3 +247,31 @@ def test_huge_outputs_are_fast_and_never_raise() -> None:
     statuses = [verify_math(c, "1").status for c in cases]
     assert statuses == ["no_answer", "right", "malformed", "malformed"]
     assert time.perf_counter() - t0 < 1.0
+
+
+# ----------------------------------------------------------------------------- answer equivalence
+def test_math_equivalent_answers() -> None:
+    from rlvr.rewards.math import math_equivalent
+
+    assert math_equivalent("0.5", "1/2") and math_equivalent("\\frac{1}{2}", "0.5")
+    assert math_equivalent("1/2", "\\frac{1}{2}") and math_equivalent(" 18.0", "18")
+    assert not math_equivalent("3", "0.5") and not math_equivalent("52_8", "52_9")
+    assert not math_equivalent("x" * 5000, "x" * 4999 + "y")  # over MAX_ANSWER_CHARS: strings only
+    assert math_equivalent("1E+999999999", "1E+999999999") and not math_equivalent("1E+999999999", "1")
+
+
+def test_math_equivalent_is_bounded_from_a_thread() -> None:
+    from rlvr.rewards.math import math_equivalent
+
+    out: dict = {}
+
+    def job() -> None:
+        t0 = time.perf_counter()
+        out["same"] = math_equivalent("9^{9^{9^{9}}}", "1", timeout_s=1.5)
+        out["wall"] = time.perf_counter() - t0
+
+    th = threading.Thread(target=job)
+    th.start()
+    th.join(30)
+    assert not th.is_alive(), "equivalence hung"
+    assert out["same"] is False and out["wall"] < 10

@@ -21,18 +21,13 @@ from rlvr.model.io import save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.sample import SampleParams, generate
-from rlvr.train.distributed import bucket_layout, pack, unpack_into
-from rlvr.train.logprobs import score
-from rlvr.train.pipeline import (
-    GeneratorWorker,
-    LagQueue,
-    PipelineError,
-    PipelineTimeout,
-    ScoredGroup,
-    WeightStore,
-    staleness,
-)
-from rlvr.types import RolloutBatch
+from rlvr.errors import PipelineError, PipelineTimeout
+from rlvr.model.logprobs import score
+from rlvr.train.lag_queue import LagQueue, ScoredGroup
+from rlvr.train.pipeline import GeneratorWorker
+from rlvr.train.step import rl_step, staleness
+from rlvr.train.weights import WeightStore, bucket_layout, pack, unpack_into
+from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
 
 
 def _rb(rows: int, version: int) -> RolloutBatch:
@@ -43,7 +38,13 @@ def _rb(rows: int, version: int) -> RolloutBatch:
 
 
 def _group(uid, worker: int, chunk: int, oldest: int) -> ScoredGroup:
-    return ScoredGroup(uid, _rb(2, oldest), [None, None], torch.zeros(2), {}, worker, chunk, oldest)
+    batch = ScoredBatch(_rb(2, oldest), [Verdict(0.0, "wrong")] * 2, torch.zeros(2), torch.zeros(2),
+                        [Problem(uid, "", "")], 2)
+    return ScoredGroup(batch, worker, chunk, oldest)
+
+
+def _uid(g: ScoredGroup):
+    return g.batch.problems[0].id
 
 
 # ----------------------------------------------------------------------------- definitions
@@ -72,7 +73,7 @@ def test_stale_groups_are_discarded_with_a_reason():
     q.put([_group(i, 0, 0, oldest=0) for i in range(2)] + [_group(i, 0, 0, oldest=2) for i in (2, 3)], 4)
     q.publish(2)  # the first two are now 2 versions old
     got = q.take(2, 1.0)
-    assert [g.problem for g in got] == [2, 3]
+    assert [_uid(g) for g in got] == [2, 3]
     assert q.discarded == {"stale": 2} and q.discarded_rows == 4
 
 
@@ -129,7 +130,7 @@ def test_lag_bound_and_accounting_under_random_speeds(P, k, workers, chunk, gen_
     box, log, src = [0], defaultdict(list), _FakeSource()
     rngs = [random.Random(seed * 10 + i) for i in range(workers)]
     make = lambda i: _FakeProducer(i, box, log, rngs[i], gen_ms, crash_p, filter_p)
-    ws = [GeneratorWorker(i, make, q, src, min(chunk, P * (k + 1)), max_restarts=1000, poll_s=0.01).start()
+    ws = [GeneratorWorker(i, make, q, src.next, min(chunk, P * (k + 1)), max_restarts=1000, poll_s=0.01).start()
           for i in range(workers)]
     rng, consumed = random.Random(seed), []
     try:
@@ -138,7 +139,7 @@ def test_lag_bound_and_accounting_under_random_speeds(P, k, workers, chunk, gen_
             assert len(got) == P
             assert all(q.version - g.oldest <= k for g in got)  # the bound
             assert q.taken + q.live <= (q.version - q.v0 + k + 1) * P  # generators never ran ahead
-            consumed += [g.problem for g in got]
+            consumed += [_uid(g) for g in got]
             time.sleep(rng.choice(train_ms) / 1000)
             box[0] = s + 1  # "publish weights" before the version the gate reads
             q.publish(s + 1)
@@ -274,7 +275,7 @@ def tiny_run(tmp_path_factory):
 
 
 def _state(over, extra=()):
-    from rlvr.train.loop import build_policy, build_state
+    from rlvr.train.state import build_policy, build_state
 
     cfg = load_config("quickstart", [*over, *extra])
     return build_state(cfg, *build_policy(cfg, "none"))
@@ -313,15 +314,15 @@ def test_crashed_worker_is_restarted_then_the_run_stops_with_a_clear_error(tiny_
     st = _state(over, ["pipeline.workers=1", "pipeline.max_restarts=1"])
     pipe = Pipeline(st, _Backend(st, crashes=1))
     try:
-        m = pipe.step(st, 2)  # one crash, one restart, then it works
+        m = rl_step(st, 2, pipe)  # one crash, one restart, then it works
         assert m["worker_restarts"] == 1 and m["lag_max"] == 0 and st.step == 1
     finally:
-        pipe.close(st)
+        pipe.close()
     pipe = Pipeline(st, _Backend(st, crashes=5))
     t = time.monotonic()
     with pytest.raises(PipelineError, match=r"worker 0 crashed 2 times .*injected"):
-        pipe.step(st, 2)
-    pipe.close(st)
+        rl_step(st, 2, pipe)
+    pipe.close()
     assert time.monotonic() - t < 20
 
 
@@ -335,10 +336,10 @@ def test_stuck_worker_times_out_instead_of_hanging(tiny_run):
     t = time.monotonic()
     try:
         with pytest.raises(PipelineTimeout, match="waited 1s"):
-            pipe.step(st, 2)
+            rl_step(st, 2, pipe)
     finally:
         release.set()
-        pipe.close(st)
+        pipe.close()
     assert time.monotonic() - t < 10
 
 
@@ -367,7 +368,7 @@ def test_async_run_logs_lag_keys_and_keeps_the_bound_across_resume(tiny_run):
 def test_generator_scoring_isolates_counts_and_bounds_verifier_failures():
     from rlvr.errors import UserError
     from rlvr.tasks.arithmetic import ArithmeticTask
-    from rlvr.train.pipeline import score_rollouts
+    from rlvr.rewards.scoring import score_rollouts
 
     class Flaky(ArithmeticTask):
         def verify(self, text, problem):
@@ -381,10 +382,10 @@ def test_generator_scoring_isolates_counts_and_bounds_verifier_failures():
     rb = RolloutBatch(*(torch.zeros(4, 1),) * 8, finish_reason=["eos"] * 4,
                       texts=["boom", f"A:{probs[0].answer}", "x", "y"])
     counts = defaultdict(int)
-    verdicts, reward_B, _ = score_rollouts(cfg, task, rb, probs, 2, 8, lambda k, n=1: counts.__setitem__(
+    batch = score_rollouts(cfg, task, rb, probs, 8, "generator 0", lambda k, n=1: counts.__setitem__(
         k, counts[k] + n))
-    assert len(verdicts) == 4 and reward_B.tolist()[0] == cfg.train.reward_failure_value
-    assert reward_B.tolist()[1] == 1.0 and counts["reward_failures"] == 1
+    assert len(batch.verdicts) == 4 and batch.reward_B.tolist()[0] == cfg.train.reward_failure_value
+    assert batch.reward_B.tolist()[1] == 1.0 and counts["reward_failures"] == 1
     rb.texts = ["boom"] * 4
     with pytest.raises(UserError, match="reward calls failed"):
-        score_rollouts(cfg, task, rb, probs, 2, 8)
+        score_rollouts(cfg, task, rb, probs, 8, "generator 0")

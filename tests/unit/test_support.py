@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.eval.passk import pass_at_k_difference_ci
 from rlvr.eval.summary import support_block
 from rlvr.eval.support import (
     HISTOGRAM_BINS,
@@ -12,6 +14,7 @@ from rlvr.eval.support import (
     accuracy_histogram,
     classify,
     crossover_k,
+    crossover_text,
     distinct_correct,
     support_categories,
     support_counts,
@@ -114,14 +117,53 @@ def test_distinct_correct_answers_and_traces() -> None:
     assert distinct_correct(["a"], [F]) == 0
 
 
-def test_crossover_k() -> None:
-    ks = [1, 2, 4, 8, 16]
-    trained = [0.5, 0.6, 0.7, 0.75, 0.8]
-    base = [0.3, 0.45, 0.65, 0.75, 0.9]
-    assert crossover_k(ks, base, trained) == 8  # tie counts as crossing
-    assert crossover_k(ks, [0.3, 0.45, 0.65, 0.7, 0.79], trained) is None  # never catches up
-    assert crossover_k(ks, [0.5] * 5, trained) is None  # trained did not lead at k=1
-    assert crossover_k(ks[::-1], base[::-1], trained[::-1]) == 8  # order of ks does not matter
+def _solved(n_problems: int, solved: range | list[int]) -> np.ndarray:
+    """(P,) per-problem pass@k of 0/1: 1 for the problems in ``solved``."""
+    out = np.zeros(n_problems)
+    out[list(solved)] = 1.0
+    return out
+
+
+def test_crossover_k_tie_inside_the_interval_is_none() -> None:
+    # 200 problems; k=1: trained leads clearly; k=16: base 0.905 vs trained 0.895, the paired
+    # difference +1 on 10 problems and -1 on 8 (noise): its 95% interval includes 0.
+    ks = [1, 16]
+    base = np.stack([_solved(200, range(0, 20)), _solved(200, range(0, 181))], axis=1)  # (P, K)
+    trained = np.stack([_solved(200, range(0, 150)), _solved(200, range(10, 189))], axis=1)
+    assert base.mean(0)[1] == pytest.approx(0.905) and trained.mean(0)[1] == pytest.approx(0.895)
+    # the old rule (trained led at k=1, base >= trained at 16) said 16
+    assert trained.mean(0)[0] > base.mean(0)[0] and base.mean(0)[1] >= trained.mean(0)[1]
+    lo, hi = pass_at_k_difference_ci(base, trained)
+    assert lo[1] < 0 < hi[1]
+    assert crossover_k(ks, base, trained) is None
+    assert crossover_text(None, 16) == "none up to k=16"
+
+
+def test_crossover_k_clear_crossover() -> None:
+    ks = [1, 4, 16]
+    P = 200
+    trained = np.stack([_solved(P, range(100)), _solved(P, range(110)), _solved(P, range(115))], axis=1)
+    base = np.stack([_solved(P, range(40)), _solved(P, range(112)), _solved(P, range(190))], axis=1)
+    assert crossover_k(ks, base, trained) == 16  # at k=4 base is ahead by 2 problems: inside the interval
+    assert crossover_k(ks, base, trained, seed=3) == 16  # not an accident of the seed
+    assert crossover_k(ks[::-1], base[:, ::-1], trained[:, ::-1]) == 16  # order of ks does not matter
+    assert crossover_k(ks, trained, trained) is None  # identical: the difference is 0, not above 0
+    assert crossover_k(ks, np.zeros((P, 3)), trained) is None  # base below everywhere
+    early = base.copy()
+    early[:, 1] = _solved(P, range(160))
+    assert crossover_k(ks, early, trained) == 4
+    # base above at k=1 already: the smallest such k is 1 (no "trained led first" condition)
+    assert crossover_k(ks, np.ones((P, 3)), trained) == 1
+    assert crossover_text(4, 16) == "k=4"
+
+
+def test_crossover_k_checks_shapes() -> None:
+    with pytest.raises(UserError, match="crossover"):
+        crossover_k([1, 2], np.zeros((3, 2)), np.zeros((4, 2)))
+    with pytest.raises(UserError, match="crossover"):
+        crossover_k([1, 2, 4], np.zeros((3, 2)), np.zeros((3, 2)))
+    with pytest.raises(UserError, match="crossover"):
+        crossover_k([1, 2], np.full((3, 2), np.nan), np.zeros((3, 2)))
 
 
 def test_accuracy_histogram_bins() -> None:

@@ -187,3 +187,67 @@ def test_registry_errors_and_lazy_factories():
             register_task("_bad", "no_colon")
     finally:
         TASKS.pop("_lazy_strings", None)
+
+
+# ----------------------------------------------------------------------------- answer equivalence
+def test_every_registered_task_has_an_answer_equivalence():
+    from rlvr.tasks.registry import resolve
+
+    for name in list_tasks():
+        assert callable(getattr(resolve(name), "equivalent", None)), name
+
+
+def test_default_equivalence_for_tasks_without_one():
+    from rlvr.tasks.base import answers_equivalent, default_equivalent, task_equivalence
+
+    class Bare:
+        name = "bare"
+
+    assert answers_equivalent(Bare(), " x ", "x") and not answers_equivalent(Bare(), "0.5", "1/2")
+    assert task_equivalence(Bare()) is default_equivalent
+    assert answers_equivalent(get_task("arithmetic"), "4", "4.0")  # a task's own equivalence wins
+
+
+def test_arithmetic_and_countdown_compare_numbers():
+    ar = get_task("arithmetic")
+    assert ar.equivalent("4", "4.0") and ar.equivalent("4", " 04 ") and ar.equivalent("-3", "-3.00")
+    assert not ar.equivalent("4", "5") and not ar.equivalent("4", "four") and not ar.equivalent("4", "")
+    assert ar.equivalent("four", "four")  # not numbers: exact strings
+    assert not ar.equivalent("1" * 300, "1" * 299 + "2")  # long answers are bounded, never raise
+    cd = get_task("countdown")
+    assert cd.equivalent("5*3+7", "22") and cd.equivalent("7+5*3", "3*5+7") and cd.equivalent("22", "22.0")
+    assert not cd.equivalent("5*3", "22") and not cd.equivalent("1/0", "0")  # 1/0 is malformed
+    assert not cd.equivalent("(1", "1") and not cd.equivalent("5/2", "2")
+
+
+def test_strings_compare_exactly():
+    st = get_task("strings")
+    assert st.equivalent("abc", "abc") and not st.equivalent("abc", "ABC") and not st.equivalent("abc", "cba")
+
+
+def test_math_tasks_compare_with_math_verify():
+    from rlvr.tasks.gsm8k import GSM8KTask
+    from rlvr.tasks.jsonl import JsonlTask
+    from rlvr.tasks.math500 import Math500Task
+
+    for task in (GSM8KTask(), Math500Task(), JsonlTask(verifier="math"), JsonlTask(verifier="numeric")):
+        assert task.equivalent("0.5", "1/2") and task.equivalent("\\frac{1}{2}", "0.5"), task.name
+        assert task.equivalent("1,000", "1000") and task.equivalent("18.0", "18")
+        assert not task.equivalent("3", "0.5") and not task.equivalent("x" * 5000, "y")
+    m = Math500Task()
+    assert m.equivalent("\\dfrac{1}{2}", "1/2") and m.equivalent("(x+1)^2", "x^2+2x+1")
+    exact = JsonlTask(verifier="exact")
+    assert exact.equivalent(" 0.5", "0.5") and not exact.equivalent("0.5", "1/2")
+
+
+def test_docrecon_and_reasoning_gym_equivalence():
+    from rlvr.tasks.docrecon import DocReconTask
+
+    d = DocReconTask(size=4, heldout_size=2)
+    assert d.equivalent("C, A, B", "CAB") and d.equivalent("(c) (a) (b)", "C, A, B")
+    assert not d.equivalent("C, A, B", "A, B, C")
+    pytest.importorskip("reasoning_gym")
+    from rlvr.tasks.reasoning_gym import ReasoningGymTask
+
+    rg = ReasoningGymTask("basic_arithmetic", size=10, heldout_size=5)
+    assert rg.equivalent("30.0", " 30") and rg.equivalent("$7$", "7") and not rg.equivalent("30", "31")

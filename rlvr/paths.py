@@ -1,0 +1,70 @@
+"""Where rlvr keeps files, and the two ways it writes them so that a crash leaves no torn file.
+
+- :func:`cache_root`: ``$RLVR_CACHE``, else ``$XDG_CACHE_HOME/rlvr``, else ``~/.cache/rlvr``
+  (pretrained tiny bases, tiny HF models built for tests).
+- :func:`atomic_write`: a file written to a temporary sibling, fsynced, then renamed over the target.
+- :func:`replace_dir`: a directory built in a temporary sibling renamed over the target.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """The cache folder (not created here)."""
+    base = os.environ.get("RLVR_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rlvr")
+    return Path(base)
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str = "utf-8") -> Path:
+    """Write ``data`` to ``path`` atomically: a reader sees the old file or the new one, never half.
+
+    The temporary file lives in the same folder (a rename across file systems is not atomic) and is
+    removed if the write fails.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode(encoding) if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def fsync_tree(d: Path) -> None:
+    """fsync every file directly under ``d`` and ``d`` itself."""
+    for f in d.iterdir():
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_dir_beside(final: Path) -> Path:
+    """A new empty directory next to ``final`` (same file system), to build it in."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+
+
+def replace_dir(tmp: Path, final: Path) -> Path:
+    """Rename the finished directory ``tmp`` over ``final`` (an old ``final`` is removed first)."""
+    fsync_tree(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final

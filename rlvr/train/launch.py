@@ -1,0 +1,61 @@
+"""Where a training run executes: in this process, or (``pipeline.backend=ray`` with
+``pipeline.ray_trainer_actor``) inside a Ray trainer actor that runs the same
+:func:`rlvr.train.loop.train`, so that trainer, generators and verifier are all Ray actors.
+
+Every command that trains calls :func:`run_training`; the loop itself never re-enters Ray.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rlvr.config import RunConfig, dump_yaml, load_config
+from rlvr.errors import UserError
+from rlvr.paths import atomic_write
+from rlvr.train.loop import new_run_dir, train
+from rlvr.train.ray_backend import _ray, actor_cpus, ensure_ray
+from rlvr.train.validate import validate
+
+
+class TrainerActor:
+    """Actor: runs :func:`rlvr.train.loop.train` (which builds the pipeline from inside Ray)."""
+
+    def run(self, cfg, run_dir: str, resume: bool, progress: str | None, extra_steps: int | None) -> str:
+        if resume:
+            return str(train(resume=run_dir, progress=progress, extra_steps=extra_steps))
+        return str(train(cfg, run_dir=run_dir, progress=progress))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def in_trainer_actor(cfg: RunConfig) -> bool:
+    """Whether a run of ``cfg`` trains inside a Ray trainer actor."""
+    return cfg.pipeline.mode == "async" and cfg.pipeline.backend == "ray" and cfg.pipeline.ray_trainer_actor
+
+
+def run_training(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resume: str | Path | None = None,
+                 progress: str | None = None, extra_steps: int | None = None) -> Path:
+    """Train (or resume) a run where its config says; returns the run directory."""
+    if resume is not None:
+        run = Path(resume)
+        if not (run / "config.yaml").exists():
+            raise UserError(f"{run}: not a run directory (no config.yaml); pass the folder `rlvr train` created")
+        cfg = load_config(run / "config.yaml", [f"train.steps={extra_steps}"] if extra_steps else [])
+    if not in_trainer_actor(cfg):
+        return train(cfg if resume is None else None, run_dir=run_dir, resume=resume, progress=progress,
+                     extra_steps=extra_steps)
+    if resume is None:
+        validate(cfg)
+        run = Path(run_dir) if run_dir else new_run_dir(cfg)
+        run.mkdir(parents=True, exist_ok=True)
+        atomic_write(run / "config.yaml", dump_yaml(cfg))
+    ray = _ray()
+    started = ensure_ray(cfg.pipeline)
+    try:
+        actor = ray.remote(num_cpus=actor_cpus(cfg.pipeline, "trainer"))(TrainerActor).remote()
+        return Path(ray.get(actor.run.remote(cfg, str(run), resume is not None, progress or "plain", extra_steps)))
+    finally:
+        if started:
+            ray.shutdown()

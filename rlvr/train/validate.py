@@ -1,0 +1,56 @@
+"""Checks of a run config that need the registries (tasks, losses, rewards): what the typed
+dataclasses of :mod:`rlvr.config` cannot know. Every command runs them right after loading a config,
+before it creates a directory or loads a model; each failure is a one-line ConfigError naming the key."""
+
+from __future__ import annotations
+
+import difflib
+
+from rlvr.algo.losses import LOSSES
+from rlvr.config import ConfigError, RunConfig
+from rlvr.log import warn
+from rlvr.rewards.intrinsic import INTRINSIC_REWARDS
+from rlvr.tasks.registry import TASKS, knob_names, resolve
+from rlvr.train.data import check_test_time, reward_uses_labels
+from rlvr.train.state import get_task
+
+REWARD_KINDS = ("verifier", "mix")
+"""reward.kind values besides the intrinsic rewards (:data:`rlvr.rewards.intrinsic.INTRINSIC_REWARDS`)."""
+
+
+def validate(cfg: RunConfig) -> None:
+    """Check what the dataclasses cannot: every name the config uses is registered (task and its
+    knobs, retention and corpus tasks, loss, reward kind and mix weights), the task can be built, and
+    test-time training (``task.test_time``) does not use held-out labels."""
+    _known(cfg.task.name, sorted(TASKS), "task.name", "task")
+    allowed = knob_names(resolve(cfg.task.name))
+    for knob in cfg.task.knobs if allowed is not None else ():
+        _known(knob, allowed, f"task.knobs.{knob}", f"knob of task {cfg.task.name!r}")
+    for i, name in enumerate(cfg.task.retention_tasks):
+        _known(name, sorted(TASKS), f"task.retention_tasks[{i}]", "task")
+    for name in cfg.pretrain.mix:
+        _known(name, sorted(TASKS), f"pretrain.mix.{name}", "task")
+    for name, knobs in cfg.pretrain.task_knobs.items():
+        _known(name, sorted(cfg.pretrain.mix), f"pretrain.task_knobs.{name}", "task of pretrain.mix")
+        allowed = knob_names(resolve(name))
+        for knob in knobs if allowed is not None else ():
+            _known(knob, allowed, f"pretrain.task_knobs.{name}.{knob}", f"knob of task {name!r}")
+    _known(cfg.loss.name, sorted(LOSSES), "loss.name", "loss")
+    _known(cfg.reward.kind, [*REWARD_KINDS, *sorted(INTRINSIC_REWARDS)], "reward.kind", "reward kind")
+    for name in cfg.reward.weights:
+        _known(name, ["verifier", *sorted(INTRINSIC_REWARDS)], f"reward.weights.{name}", "reward")
+    get_task(cfg)  # the task's own checks (data files, knob values)
+    check_test_time(cfg)
+    if not reward_uses_labels(cfg.reward) and cfg.algo.npr_threshold > 0:
+        warn(f"algo.npr_threshold={cfg.algo.npr_threshold} retires prompts by their ground-truth pass rate, so "
+             f"this reward.kind={cfg.reward.kind} run still uses labels; set algo.npr_threshold=0 for "
+             "label-free (unsupervised) RLVR")
+
+
+def _known(name, options: list[str], key: str, what: str) -> None:
+    """ConfigError ``key: unknown <what> 'x'; did you mean 'y'? (known: ...)`` unless name is an option."""
+    if name in options:
+        return
+    close = difflib.get_close_matches(str(name), options, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(f"{key}: unknown {what} {name!r}; {hint}known: {', '.join(options) or '(none)'}")

@@ -62,11 +62,11 @@ def overrides(s: dict, run_dir: str) -> list[str]:
 
 def timers(clock: dict) -> None:
     """Time each RL step and each generation call (wall and CPU seconds) around the real functions
-    (``make_stepper``'s step function and the sampler ``rl_step`` calls); nothing else changes."""
-    import rlvr.train.pipeline as pipeline
+    (the loop's ``rl_step`` and the sampler it calls); nothing else changes."""
+    import rlvr.train.loop as loop
     import rlvr.train.step as step
 
-    real_stepper, real_sample = pipeline.make_stepper, step.sample
+    real_step, real_sample = loop.rl_step, step.sample
 
     def timed(fn, prefix):
         def run(*a, **kw):
@@ -77,11 +77,7 @@ def timers(clock: dict) -> None:
             return out
         return run
 
-    def make_stepper(st):
-        fn, close = real_stepper(st)
-        return timed(fn, "step_"), close
-
-    pipeline.make_stepper, step.sample = make_stepper, timed(real_sample, "gen_")
+    loop.rl_step, step.sample = timed(real_step, "step_"), timed(real_sample, "gen_")
 
 
 def main() -> None:

@@ -42,21 +42,21 @@ def _config(over: list[str]):
 
 def run_mode(over: list[str], budget_s: float, n_eval: int, threads: int | None = None) -> dict:
     """Train for ``budget_s`` seconds of wall clock; throughput and outcome of the run."""
-    from rlvr.train.loop import build_policy, build_state, heldout_pass_rate
-    from rlvr.train.pipeline import make_stepper
+    from rlvr.train.loop import build_policy, build_state, heldout_pass_rate, make_source
+    from rlvr.train.step import rl_step
 
     cfg = _config(over)
     if threads:
         torch.set_num_threads(threads)
     st = build_state(cfg, *build_policy(cfg, "none"))
     B = cfg.algo.prompts_per_step * cfg.algo.group_size
-    step, close = make_stepper(st)
+    source, sharding = make_source(st)
     rows, t0, cpu0 = [], time.monotonic(), time.process_time()
     try:
         while time.monotonic() - t0 < budget_s:
-            rows.append(step(st, 10**6))
+            rows.append(rl_step(st, 10**6, source, sharding))
     finally:
-        close()
+        source.close()
     elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
     later = rows[1:] or rows
     idle = sum(r.get("trainer_idle_s", 0.0) for r in later)

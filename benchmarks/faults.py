@@ -146,29 +146,24 @@ def reward_timeout(out: Path) -> dict:
 @contextlib.contextmanager
 def nan_loss_on(steps: set[int] | None):
     """Make the policy loss NaN on the given 1-based steps (all steps if None)."""
-    import rlvr.train.pipeline as pipeline
+    import rlvr.train.loop as loop
     from rlvr.algo import losses as L
 
-    orig_loss, orig_stepper, current = L.policy_loss, pipeline.make_stepper, {"step": 0}
+    orig_loss, orig_step, current = L.policy_loss, loop.rl_step, {"step": 0}
 
     def loss(*a, **k):
         value, stats = orig_loss(*a, **k)
         return (value * float("nan") if steps is None or current["step"] in steps else value), stats
 
-    def stepper(st):
-        fn, close = orig_stepper(st)
+    def step(st, total, *a, **k):
+        current["step"] = st.step + 1
+        return orig_step(st, total, *a, **k)
 
-        def step(st, total):
-            current["step"] = st.step + 1
-            return fn(st, total)
-
-        return step, close
-
-    L.policy_loss, pipeline.make_stepper = loss, stepper
+    L.policy_loss, loop.rl_step = loss, step
     try:
         yield
     finally:
-        L.policy_loss, pipeline.make_stepper = orig_loss, orig_stepper
+        L.policy_loss, loop.rl_step = orig_loss, orig_step
 
 
 def nan_once(out: Path) -> dict:

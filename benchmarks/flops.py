@@ -51,8 +51,8 @@ def load(name: str, cache: Path):
 
 
 def measure(model, vocab: int, head: int, batch: int, tp: int, new: int, repeats: int) -> dict:
-    from rlvr.rollout.sample import SampleParams, generate
     from rlvr.model.logprobs import completion_logits, token_logprobs
+    from rlvr.rollout.sample import SampleParams, generate
 
     fwd = model.flops_per_token()
     g = torch.Generator().manual_seed(0)

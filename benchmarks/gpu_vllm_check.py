@@ -28,9 +28,9 @@ import torch
 
 from rlvr.config import ModelConfig
 from rlvr.model.hf import build_tiny_hf, load_hf_policy
+from rlvr.model.logprobs import score
 from rlvr.rollout.sample import SampleParams, generate
 from rlvr.rollout.vllm import VLLMEngine, sample
-from rlvr.model.logprobs import score
 
 
 def _prompts(n: int) -> list[str]:

@@ -389,7 +389,7 @@ class TrainConfig:
     checkpoint_every: int = 20
     """Checkpoint every this many steps (and at the end)."""
     keep_last: int = 2
-    """Rolling checkpoints to keep (milestones are kept too)."""
+    """Rolling checkpoints to keep (milestones are kept too; 0 = keep every checkpoint)."""
     milestone_every: int = 0
     """Also keep every checkpoint whose step is a multiple of this, never pruned (0 = none)."""
     seed: int = 0
@@ -418,7 +418,7 @@ DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 RANGES["train"] = {
     "steps": at_least(1), "eval_every": NON_NEGATIVE, "eval_problems": at_least(1), "eval_samples": at_least(1),
-    "final_eval_samples": at_least(1), "checkpoint_every": at_least(1), "keep_last": at_least(1),
+    "final_eval_samples": at_least(1), "checkpoint_every": at_least(1), "keep_last": NON_NEGATIVE,
     "milestone_every": NON_NEGATIVE, "seed": NON_NEGATIVE, "max_nan_steps": at_least(1),
     "reward_failure_value": FINITE, "max_reward_failure_rate": UNIT,
 }
@@ -431,7 +431,7 @@ class RewardConfig:
     weights: dict = field(default_factory=dict)
     """For kind=mix: {"verifier": w, "self_certainty": w, ...}."""
     timeout_s: float = 10.0
-    """Per-sample verifier timeout."""
+    """Per-sample verifier timeout in seconds, in a worker process (0 = no timeout: verify in this process)."""
     vote_threshold: float = 0.0
     """majority_vote (TTRL's voting threshold): a group whose majority answer has less than this
     share of its parsable answers gets all-zero rewards. 0 = always reward the majority."""
@@ -447,7 +447,7 @@ class RewardConfig:
                "reward.vote_threshold", "only applies to reward.kind=majority_vote (or a mix with it)")
 
 
-RANGES["reward"] = {"timeout_s": POSITIVE, "vote_threshold": UNIT}
+RANGES["reward"] = {"timeout_s": NON_NEGATIVE, "vote_threshold": UNIT}
 
 
 @dataclass(frozen=True)

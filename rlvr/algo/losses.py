@@ -27,7 +27,6 @@ from torch import Tensor
 from rlvr.config import AGGREGATIONS, KL_ESTIMATORS, STD_NORMS, LossConfig
 
 
-
 # ----------------------------------------------------------------------------- aggregation
 def token_weights(
     mask_B_T: Tensor,

@@ -72,8 +72,8 @@ def print_summary(result: dict, run_dir, report, times: dict) -> None:
     if s:
         c = s.get("counts", {})
         print("support: " + ", ".join(f"{k}={v}" for k, v in c.items()))
-    if result.get("crossover_k") is not None:
-        print(f"crossover k (base overtakes trained): {result['crossover_k']}")
+    if result.get("crossover"):
+        print(f"crossover k (base above trained beyond the 95% interval): {result['crossover']['text']}")
     for name, r in result.get("retention", {}).get("trained", {}).items():
         rb = result["retention"]["base"][name]
         print(f"retention {name:12s} accuracy {rb['accuracy']:.3f} -> {r['accuracy']:.3f}")

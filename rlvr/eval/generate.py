@@ -11,8 +11,11 @@ import math
 import torch
 
 from rlvr.config import SamplingConfig
+from rlvr.model.io import load_policy, model_device
+from rlvr.model.logprobs import completion_logits, token_logprobs
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.engine import sample, sample_params
+from rlvr.tasks.registry import get_task
 from rlvr.types import RolloutBatch
 
 
@@ -47,9 +50,6 @@ def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict
 @torch.no_grad()
 def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256) -> list[float]:
     """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded)."""
-    from rlvr.model.io import model_device
-    from rlvr.model.logprobs import completion_logits, token_logprobs
-
     model.eval()
     out: list[float] = []
     for s in range(0, len(prompts), batch_size):
@@ -93,9 +93,6 @@ def perplexity_of_rows(model, tok, rows: list[dict]) -> dict:
 def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problems: int,
                      temperature: float, top_p: float, seed: int) -> list[dict]:
     """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``."""
-    from rlvr.model.io import load_policy
-    from rlvr.tasks.registry import get_task
-
     model, tok = load_policy(checkpoint, device="auto")
     t = get_task(task)
     problems = t.problems(split, num_problems)
@@ -103,7 +100,5 @@ def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problem
 
 
 def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:
-    from rlvr.model.io import load_policy
-
     model, tok = load_policy(base_checkpoint, device="auto")
     return perplexity_of_rows(model, tok, rows)

@@ -39,7 +39,8 @@ def plot_pass_at_k(
 ) -> Path:
     """pass@k against k (log2 axis) for every model, with its bootstrap CI as a band.
 
-    ``crossover_k``, when given, is marked with a dashed vertical line.
+    ``crossover_k``, when given, is marked with a dashed vertical line: the smallest k at which base
+    pass@k is above trained pass@k beyond the 95% interval of the difference.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -52,7 +53,7 @@ def plot_pass_at_k(
             hi = [ci[str(k)][1] for k in ks]
             ax.fill_between(ks, lo, hi, alpha=0.2)
     if crossover_k is not None:
-        ax.axvline(crossover_k, color="gray", ls="--", lw=1, label=f"crossover k={crossover_k}")
+        ax.axvline(crossover_k, color="gray", ls="--", lw=1, label=f"base above trained (95%) from k={crossover_k}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (samples)")
     ax.set_ylabel("pass@k")

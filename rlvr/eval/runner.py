@@ -9,15 +9,17 @@ from pathlib import Path
 
 from rlvr.config import RunConfig
 from rlvr.eval.generate import perplexity_of_rows, samples_for
+from rlvr.eval.plots import plot_all
 from rlvr.eval.samples import write_samples
 from rlvr.eval.summary import compare
+from rlvr.log import warn
 from rlvr.model.io import load_policy
+from rlvr.tasks.base import task_equivalence
+from rlvr.tasks.registry import get_task
 
 
 def retention(model, tok, cfg: RunConfig, n_problems: int = 100) -> dict:
     """Accuracy (greedy and sampled) and perplexity of gold answers on each retention task."""
-    from rlvr.tasks.registry import get_task
-
     out = {}
     for name in cfg.task.retention_tasks:
         task = get_task(name)
@@ -32,8 +34,6 @@ def retention(model, tok, cfg: RunConfig, n_problems: int = 100) -> dict:
 def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Path, out_dir: str | Path,
                   task=None) -> dict:
     """Sample both models on the same held-out problems and compare them; returns eval.json."""
-    from rlvr.tasks.registry import get_task
-
     out = Path(out_dir)
     task = task or get_task(cfg.task.name, **cfg.task.knobs)
     problems = task.problems("heldout", cfg.train.eval_problems)
@@ -45,15 +45,13 @@ def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Pat
     write_samples(out / "base_samples.jsonl", base_rows)
     write_samples(out / "samples.jsonl", trained_rows)
     ppl = {"trained": perplexity_of_rows(base, tok, trained_rows), "base": perplexity_of_rows(base, tok, base_rows)}
-    result = compare(base_rows, trained_rows, perplexity_under_base=ppl, seed=cfg.train.seed)
+    result = compare(base_rows, trained_rows, perplexity_under_base=ppl, seed=cfg.train.seed,
+                     equal=task_equivalence(task))  # maj@n pools answers as the task compares them
     result["retention"] = {"base": retention(base, tok, cfg), "trained": retention(trained, tok, cfg)}
     (out / "eval.json").write_text(json.dumps(result, indent=2))
     try:
-        from rlvr.eval.plots import plot_all
-
         plot_all(result, out / "plots")
     except Exception as e:  # noqa: BLE001 - a plot must never lose the numbers
-        from rlvr.log import warn
 
         warn(f"eval plots failed: {e}")
     return result

@@ -27,6 +27,7 @@ from rlvr.eval.support import (
     support_counts,
     support_rates,
 )
+from rlvr.rewards.intrinsic import majority_vote_reward
 
 Row = Mapping[str, Any]
 Equal = Callable[[str, str], bool]
@@ -69,12 +70,12 @@ def _majority(groups: Mapping[str, Sequence[Row]], equal: Equal | None = None) -
     parsable: the share of samples with an answer (not None)."""
     if not any("answer" in r for g in groups.values() for r in g):
         return {"majority_accuracy": None, "parsable": None}
-    from rlvr.rewards.intrinsic import majority_vote_reward
 
     solved, parsed, total = [], 0, 0
     for rows in groups.values():
         answers = [r.get("answer") for r in rows]
-        agrees = majority_vote_reward([answers], equal=equal)[0][0].tolist()  # 1.0 where a sample gave the majority answer
+        # 1.0 where a sample's answer is equivalent to the majority answer
+        agrees = majority_vote_reward([answers], equal=equal)[0][0].tolist()
         solved.append(float(any(a == 1.0 and is_correct(r) for a, r in zip(agrees, rows))))
         parsed += sum(a is not None for a in answers)
         total += len(rows)

@@ -34,6 +34,8 @@ from rlvr.errors import UserError
 from rlvr.model.hf_native import NativeCache, NativeDecoder, native_unsupported
 from rlvr.model.tokenizer import left_pad
 from rlvr.paths import cache_root, replace_dir, temp_dir_beside
+from rlvr.tasks.corpus import build_corpus
+from rlvr.tasks.registry import get_task
 
 TINY_PREFIX = "tiny-hf:"
 SIDECAR = "rlvr_hf.json"  # ModelConfig fields a checkpoint must be re-loaded with
@@ -387,8 +389,6 @@ def _tiny_config(arch: str, vocab: int, hidden: int, layers: int, heads: int, co
 
 
 def _corpus_tasks():
-    from rlvr.tasks.registry import get_task
-
     return [(get_task("arithmetic"), 1.0), (get_task("strings"), 0.5)]
 
 
@@ -400,7 +400,6 @@ def build_tiny_hf(out_dir: str | Path, arch: str = "llama", hidden: int = 64, la
     is downloaded. Returns ``out_dir``."""
     from transformers import AutoModelForCausalLM
 
-    from rlvr.tasks.corpus import build_corpus
 
     texts = build_corpus(_corpus_tasks(), corpus_docs, 0.0, 0.0, seed) if vocab_size else []
     tok = train_tokenizer(texts, vocab_size, chat_template)

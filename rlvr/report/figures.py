@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr.analysis.curve_plots import plot_curves
+
 Rows = Sequence[Mapping[str, Any]]
 _STYLES = ("-", "--", ":", "-.")
 _DPI = 80
@@ -133,9 +135,10 @@ def passk_figure(evals: Mapping[str, Mapping[str, Any]]) -> str | None:
                 ax.fill_between(ks, [ci[str(k)][0] for k in ks], [ci[str(k)][1] for k in ks],
                                 color=color, alpha=0.25 if model == "base" else 0.15, lw=0)
             drawn += 1
-        cross = result.get("crossover_k")
+        cross = (result.get("crossover") or {}).get("k")  # only the beyond-the-interval rule, not legacy crossover_k
         if cross is not None:
-            ax.axvline(cross, color=colors[i % len(colors)], ls=":", lw=1, label=f"{name}: crossover k={cross}")
+            ax.axvline(cross, color=colors[i % len(colors)], ls=":", lw=1,
+                       label=f"{name}: base above trained (95%) from k={cross}")
     if not drawn:
         plt.close(fig)
         return None
@@ -176,7 +179,6 @@ def scaling_figure(curves: Sequence[Any], x_label: str = "compute (FLOPs)") -> s
     ``curves``: :class:`rlvr.analysis.curve_plots.CurveSeries`, one per run (None if empty)."""
     if not curves:
         return None
-    from rlvr.analysis.curve_plots import plot_curves
 
     with tempfile.TemporaryDirectory() as tmp:
         path = plot_curves(list(curves), Path(tmp) / "fit.png", x_label=x_label)

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlvr.analysis.curve_plots import CurveSeries
+from rlvr.analysis.curves import fit_sigmoid
 from rlvr.errors import UserError
+from rlvr.eval.support import CATEGORIES, CROSSOVER_LABEL
 from rlvr.log import read_metrics
 from rlvr.report import figures
 
@@ -208,8 +211,6 @@ def _eval_rows(name: str, result: Mapping) -> tuple[list[list[Any]], list[str]]:
 
 
 def _support_table(supports: Mapping[str, Mapping]) -> str:
-    from rlvr.eval.support import CATEGORIES
-
     rates = ("SRR", "NDR", "SDS", "NSCR")
     rows = [[n, s.get("n"), *[(s.get("counts") or {}).get(c) for c in CATEGORIES],
              *[(s.get("rates") or {}).get(x) for x in rates]] for n, s in supports.items()]
@@ -217,9 +218,10 @@ def _support_table(supports: Mapping[str, Mapping]) -> str:
 
 
 def evaluation_section(runs: Sequence[RunData]) -> str:
-    """pass@k curves (CI bands) and tables, support analysis, retention, from each eval.json."""
-    from rlvr.eval.support import CATEGORIES
+    """pass@k curves (CI bands) and tables, crossover k, support analysis, retention, from each eval.json.
 
+    The crossover line is shown only for an eval.json with a ``crossover`` block (the rule that
+    needs base above trained beyond the 95% interval); older files' ``crossover_k`` is not shown."""
     evals = {r.name: r.eval for r in runs if r.eval}
     parts = ['<section id="evaluation"><h2>Evaluation (eval.json)</h2>']
     if not evals:
@@ -232,6 +234,10 @@ def evaluation_section(runs: Sequence[RunData]) -> str:
         head = ["model", "problems", "n", *[f"pass@{k}" for k in ks], "token entropy", "answer entropy",
                 "mean tokens", "perplexity under base"]
         parts.append(_table(head, rows, f"passk-table-{i}"))
+        cross = result.get("crossover") or {}
+        if cross.get("text"):
+            parts.append(f"<p class='meta' id='crossover-{i}'>{_e(name)}: {_e(CROSSOVER_LABEL)}: "
+                         f"{_e(cross['text'])}</p>")
     parts.append("</div><div id='support'><h3>Support (base vs trained)</h3>")
     supports = {n: e["support"] for n, e in evals.items() if e.get("support")}
     if supports:
@@ -262,8 +268,6 @@ def _fit_run(run: RunData) -> tuple[Any, list[Any]]:
     """(CurveSeries or None, table row) of the sigmoid fit of one run's held-out curve."""
     import numpy as np
 
-    from rlvr.analysis.curve_plots import CurveSeries
-    from rlvr.analysis.curves import fit_sigmoid
 
     xs, ys = figures.series(run.rows, "flops", "heldout_pass_rate")
     pts = [(c, r) for c, r in zip(xs, ys) if c > 0]

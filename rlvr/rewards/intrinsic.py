@@ -16,7 +16,6 @@ mean-over-tokens rewards; its sequence probability is exp(0) = 1.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 import torch
@@ -116,49 +115,77 @@ def sequence_probability_reward(logp_B_T: torch.Tensor, mask: torch.Tensor) -> t
     return total.exp()
 
 
+def _vote(
+    group: Sequence[str | None], equal: Callable[[str, str], bool] | None
+) -> tuple[list[bool], str | None, float]:
+    """One group's majority vote: (equivalent to the majority per sample, majority answer, label share)."""
+    keys = [None if a is None else a.strip() for a in group]
+    reps: list[str] = []  # stripped representative of each cluster: its first-seen answer
+    first: list[int] = []  # index in the group of that answer
+    counts: list[int] = []
+    cluster: dict[str, int] = {}  # distinct stripped answer -> its cluster (equal runs once per answer)
+    for i, k in enumerate(keys):
+        if k is None:
+            continue
+        c = cluster.get(k)
+        if c is None:
+            # the first cluster whose representative it is equivalent to, in creation order
+            c = next((j for j, r in enumerate(reps) if equal(k, r)), None) if equal is not None else None
+            if c is None:
+                c = len(reps)
+                reps.append(k)
+                first.append(i)
+                counts.append(0)
+            cluster[k] = c
+        counts[c] += 1
+    if not counts:
+        return [False] * len(group), None, 0.0
+    w = max(range(len(counts)), key=lambda j: (counts[j], -j))  # most votes; ties: created first
+    # An answer placed in cluster c was compared with the representatives 0..c (all but c unequal), so
+    # its equivalence to the majority's representative is known unless its cluster is older (c < w).
+    agrees = {k: c == w or (c < w and equal is not None and bool(equal(k, reps[w]))) for k, c in cluster.items()}
+    return [k is not None and agrees[k] for k in keys], group[first[w]], counts[w] / sum(counts)
+
+
 def majority_vote_reward(
     answers_P_G: Sequence[Sequence[str | None]],
     min_share: float = 0.0,
-    key: Callable[[str], str] | None = None,
+    equal: Callable[[str, str], bool] | None = None,
 ) -> tuple[torch.Tensor, list[str | None], list[float]]:
-    """TTRL majority vote: reward 1 if a completion's answer equals its group's most frequent answer.
+    """TTRL majority vote: reward 1 if a completion's answer is equivalent to its group's majority answer.
 
     answers_P_G: P groups of G extracted answers (None = unparsable). Returns
     ``(reward_P_G (P, G) float32, majority answer per group, label share per group)``.
 
+    - ``equal(a, b)``: the task's answer equivalence (:func:`rlvr.tasks.base.task_equivalence`,
+      e.g. math-verify so "0.5" and "1/2" vote together); None = equal strings after ``str.strip``.
+      It gets stripped answers, and ``a`` is always the newcomer, ``b`` a representative.
+    - Clustering is deterministic: answers are taken in group order; each distinct (stripped)
+      answer joins the first existing cluster whose representative (its first-seen answer) it is
+      equivalent to, or starts a new one. ``equal`` runs once per distinct answer and representative.
+    - The majority is the cluster with the most votes; ties go to the cluster created first (the
+      answer seen first). The majority answer returned is its representative, as written.
+    - A sample's reward is whether its answer is equivalent to that representative (its cluster
+      members are; for a non-transitive ``equal`` an answer of an older cluster may be too).
     - Unparsable answers are dropped before voting and get reward 0.
-    - The label share is votes for the majority / parsable answers in the group
+    - The label share is the majority cluster's votes / parsable answers in the group
       (0.0 when none parses; the majority is then None and all rewards are 0).
-    - Ties are broken deterministically: among the tied answers, the one that appears
-      first in the group wins.
     - A group whose label share is below ``min_share`` (TTRL's voting threshold) gets
       all-zero rewards; its majority answer is still returned, for label accuracy.
-    - ``key`` canonicalises answers before comparing (default: exact strings after
-      ``str.strip``); pass e.g. a math normaliser so "0.5" and "1/2" vote together.
     """
     if not 0.0 <= min_share <= 1.0:
         raise ValueError(f"min_share={min_share} is not in [0, 1]")
     G = len(answers_P_G[0]) if answers_P_G else 0
-    canon = key or str.strip
     rewards: list[list[float]] = []
     majorities: list[str | None] = []
     shares: list[float] = []
     for p, group in enumerate(answers_P_G):
         if len(group) != G:
             raise ValueError(f"group {p} has {len(group)} answers, group 0 has {G}; groups must be equal")
-        keys = [None if a is None else canon(a) for a in group]
-        counts = Counter(k for k in keys if k is not None)  # insertion order = first appearance
-        if not counts:
-            rewards.append([0.0] * G)
-            majorities.append(None)
-            shares.append(0.0)
-            continue
-        top = max(counts.values())
-        winner = next(k for k in counts if counts[k] == top)
-        share = top / sum(counts.values())
-        keep = share >= min_share
-        rewards.append([1.0 if keep and k == winner else 0.0 for k in keys])
-        majorities.append(group[keys.index(winner)])
+        agrees, majority, share = _vote(group, equal)
+        keep = majority is not None and share >= min_share
+        rewards.append([1.0 if keep and ok else 0.0 for ok in agrees])
+        majorities.append(majority)
         shares.append(share)
     return torch.tensor(rewards, dtype=torch.float32).reshape(len(answers_P_G), G), majorities, shares
 
@@ -249,8 +276,10 @@ def proxy_diagnostics(
       of rollouts whose proxy reward equals their ground-truth reward; continuous
       proxies: share of groups whose highest-proxy completion is correct (truth > 0.5).
     - ``label_accuracy``: over groups with a majority answer (not None), share whose
-      majority equals the gold answer (``equal``, default: stripped strings equal);
-      None without answers or when no group has a majority.
+      majority is equivalent to the gold answer under ``equal(majority, gold)`` (the task's
+      equivalence, :func:`rlvr.tasks.base.task_equivalence`, e.g. math-verify so a majority
+      "1/2" matches gold "0.5"; default: stripped strings equal); None without answers or
+      when no group has a majority.
     - ``proxy_truth_corr``: Pearson correlation over the B rollouts; None when either
       side is constant (or fewer than two finite pairs).
     """

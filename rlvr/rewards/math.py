@@ -5,7 +5,8 @@ nested braces included; the last ``#### x`` line (GSM8K); the last "answer is x"
 
 Equivalence goes through math-verify (``parse``/``verify``) with its own SIGALRM timeout
 switched off (it only works in the main thread). Calls here are therefore unbounded; bound
-them with :mod:`rlvr.rewards.pool` (``score_batch``/``verify_batch`` in the registry do).
+them with :mod:`rlvr.rewards.pool` (``score_batch``/``verify_batch`` in the registry do), except
+:func:`math_equivalent` (two answers, for majority vote and label accuracy), which bounds itself.
 
 Verifiers return a :class:`~rlvr.tasks.base.Verdict`: ``no_answer`` when nothing could be
 extracted, ``malformed`` when the extracted answer does not parse, else ``wrong``/``right``.
@@ -15,14 +16,16 @@ They never raise on model output.
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 import math_verify.grader
 import math_verify.parser
 from math_verify import parse, verify
 
+from rlvr.rewards.pool import get_pool
 from rlvr.types import Verdict
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
@@ -120,9 +123,13 @@ def normalize_number(s: str) -> str | None:
         d = Decimal(t)
     except InvalidOperation:
         return None
-    if d == d.to_integral_value():
-        return str(d.quantize(Decimal(1)))
-    return format(d.normalize(), "f")
+    if not d.is_finite() or abs(d.adjusted()) > MAX_ANSWER_CHARS:
+        return None  # "1e999999999": its plain form would not fit in memory; not a plain answer
+    with localcontext() as ctx:
+        ctx.prec = len(t) + abs(d.adjusted()) + 2  # exact: the default 28 digits would round (or raise)
+        if d == d.to_integral_value():
+            return str(d.quantize(Decimal(1)))
+        return format(d.normalize(), "f")
 
 
 def numbers_equal(pred: str, gold: str) -> bool | None:
@@ -173,6 +180,58 @@ def math_equal(pred: str, gold: str) -> bool:
     if not g or not p:
         return False
     return bool(verify(g, p, timeout_seconds=None))
+
+
+# ----------------------------------------------------------------------------- equivalence of two answers
+EQUIVALENCE_TIMEOUT_S = 2.0  # wall-clock bound on one math-verify comparison in math_equivalent
+_SLOW_AFTER = 2  # an answer in this many timed-out comparisons is compared as a string from then on
+_slow: dict[str, int] = {}  # answer -> timed-out comparisons it took part in (bounded, see below)
+
+
+def _bounded_math_equal(a: str, b: str, timeout_s: float | None) -> bool:
+    """:func:`math_equal` in a :mod:`rlvr.rewards.pool` worker, killed past ``timeout_s``."""
+    if _slow.get(a, 0) >= _SLOW_AFTER or _slow.get(b, 0) >= _SLOW_AFTER:
+        return False
+    if timeout_s is None or mp.current_process().daemon:  # a pool worker cannot fork its own pool
+        try:
+            return math_equal(a, b)
+        except Exception:  # noqa: BLE001 - model output must never crash scoring
+            return False
+    res = get_pool().map(math_equal, [((a, b), {})], timeout_s)[0]
+    if res.timed_out:
+        if len(_slow) > 4096:
+            _slow.clear()
+        for s in (a, b):
+            _slow[s] = _slow.get(s, 0) + 1
+    return bool(res.ok and res.value)
+
+
+def math_equivalent(a: str, b: str, timeout_s: float | None = EQUIVALENCE_TIMEOUT_S) -> bool:
+    """True when answers ``a`` and ``b`` are the same mathematical object (:func:`math_equal`), bounded.
+
+    For answer equivalence (majority-vote clustering, label accuracy) of math tasks: ``"0.5"``,
+    ``"1/2"`` and ``"\\frac{1}{2}"`` are equivalent. Identical stripped strings, plain numbers and
+    base numerals are settled here (bounded string and Decimal work); only the math-verify step runs
+    in the shared :mod:`rlvr.rewards.pool` worker, killed after ``timeout_s`` seconds (None: in this
+    process, unbounded). A timeout or an error counts as not equivalent, and an answer that timed out
+    :data:`_SLOW_AFTER` times is compared by the fast rules only from then on. Answers longer than
+    ``MAX_ANSWER_CHARS`` compare as strings. Never raises on model output.
+    """
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return True
+    if len(a) > MAX_ANSWER_CHARS or len(b) > MAX_ANSWER_CHARS:
+        return False
+    try:
+        same = numbers_equal(a, b)
+        if same is not None:
+            return same
+        pa, pb = _base_numeral(a), _base_numeral(b)
+        if pa is not None and pb is not None:
+            return pa == pb
+    except Exception:  # noqa: BLE001 - model output must never crash scoring
+        return False
+    return _bounded_math_equal(a, b, timeout_s)
 
 
 # ----------------------------------------------------------------------------- verifiers

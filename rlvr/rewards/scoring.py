@@ -25,6 +25,7 @@ from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.rewards.intrinsic import INTRINSIC_REWARDS, REWARD_INPUTS, majority_vote_reward, proxy_diagnostics
 from rlvr.rewards.verify import VerifyReport, verify_checked
+from rlvr.tasks.base import task_equivalence
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
 
 Equal = Callable[[str, str], bool]
@@ -43,7 +44,7 @@ def score_rollouts(cfg: RunConfig, task, rb: RolloutBatch, problems: list[Proble
     rep = verify_checked(task, rb.texts, rows, failure_value=cfg.train.reward_failure_value,
                          timeout_s=cfg.reward.timeout_s)
     handle_reward_failures(rep, cfg.train, where, count)
-    reward_B, truth_B, labels_P = compute_rewards(cfg.reward, rb, rep.verdicts, G, task_equal(task))
+    reward_B, truth_B, labels_P = compute_rewards(cfg.reward, rb, rep.verdicts, G, task_equivalence(task))
     if cfg.algo.overlong_cache:
         reward_B = reward_B + overlong_penalty(rb.lengths.cpu(), max_new_tokens, cfg.algo.overlong_cache)
     return ScoredBatch(rb, rep.verdicts, reward_B, truth_B, list(problems), G, labels_P)
@@ -66,12 +67,6 @@ def handle_reward_failures(rep: VerifyReport, tc: TrainConfig, where: str, count
         raise UserError(f"{where}: {n}/{B} reward calls failed (first: {msg}), more than "
                         f"train.max_reward_failure_rate={tc.max_reward_failure_rate}; fix the reward "
                         "function or raise train.max_reward_failure_rate")
-
-
-def task_equal(task) -> Equal | None:
-    """The task's answer equivalence (``task.equivalent(a, b)``), None for exact stripped strings."""
-    fn = getattr(task, "equivalent", None)
-    return fn if callable(fn) else None
 
 
 def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict], G: int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from rlvr.rewards.pool import get_pool
 from rlvr.types import Problem, Verdict
 
 # Built-in synthetic tasks whose verifiers are bounded regex/integer checks: scored in-process.
@@ -53,8 +54,6 @@ def verify_checked(task, texts: list[str], problems: list[Problem], *, failure_v
     failures: list[tuple[int, str]] = []
     out: list[Verdict] = []
     if timeout_s and needs_timeout(task) and texts:
-        from rlvr.rewards.pool import get_pool
-
         results = get_pool(workers).map(task.verify, [((t, p), {}) for t, p in zip(texts, problems)], timeout_s)
         for i, r in enumerate(results):
             if r.ok:

@@ -15,6 +15,7 @@ import hashlib
 import random
 import re
 from collections.abc import Callable
+from decimal import Decimal
 
 from rlvr.errors import UserError
 from rlvr.tasks.base import Problem, Verdict
@@ -22,6 +23,7 @@ from rlvr.tasks.base import Problem, Verdict
 SPLITS = ("train", "heldout")
 MAX_ANSWER_CHARS = 200  # longer answers are "malformed" without being parsed
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
+_DECIMAL_RE = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -128,6 +130,21 @@ class ProblemPool:
                 f"{n} asked; ask for fewer or widen the difficulty knobs"
             )
         return list(have[:n])
+
+
+def numeric_equivalent(a: str, b: str) -> bool:
+    """Equal numbers (``"4"`` == ``"4.0"`` == ``"04"``, exact decimals), else equal stripped strings.
+
+    Plain decimals only (no exponent), at most ``MAX_ANSWER_CHARS`` long: bounded, never raises.
+    """
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return True
+    if len(a) > MAX_ANSWER_CHARS or len(b) > MAX_ANSWER_CHARS:
+        return False
+    if _DECIMAL_RE.fullmatch(a) and _DECIMAL_RE.fullmatch(b):
+        return Decimal(a) == Decimal(b)
+    return False
 
 
 def int_verdict(completion: str, gold: int) -> Verdict:
@@ -254,6 +271,10 @@ class ArithmeticTask:
     def verify(self, completion: str, problem: Problem) -> Verdict:
         """right iff the last ``A:`` line is the integer value; never raises."""
         return int_verdict(completion, int(problem.answer))
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """Answers are numbers: equal values (``"4"`` == ``"4.0"``), else equal stripped strings."""
+        return numeric_equivalent(a, b)
 
     def wrong_solution(self, problem: Problem, rng: random.Random) -> str:
         """A well-formed trace with one step off by 1..2, propagated; or a wrong final answer only."""

@@ -2,16 +2,20 @@
 
 A task is any object with the attributes of :class:`Task`. Verifiers return a
 :class:`Verdict` with a parse status, so runs can count "no answer" and
-"malformed" outputs separately from wrong ones.
+"malformed" outputs separately from wrong ones. A task may define ``equivalent(a, b)``, its
+rule for two extracted answers being the same (majority vote, label accuracy); use
+:func:`answers_equivalent` / :func:`task_equivalence`, which fall back to stripped strings.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from rlvr.types import STATUSES, Problem, Verdict
 
-__all__ = ["STATUSES", "Problem", "Task", "Verdict"]
+__all__ = ["STATUSES", "Problem", "Task", "Verdict", "answers_equivalent", "default_equivalent",
+           "task_equivalence"]
 
 
 class Task(Protocol):
@@ -26,3 +30,33 @@ class Task(Protocol):
     def verify(self, completion: str, problem: Problem) -> Verdict:
         """Score one completion against the problem's reference. Never raises on model output."""
         ...
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """Whether two extracted answers are the same answer under this task's rules (optional).
+
+        Used to pool majority votes and to score label accuracy (majority label vs gold). Math
+        tasks compare with math-verify ("0.5" == "1/2"), numeric tasks by value, string tasks
+        exactly. Bounded and never raises on model output. A task without it gets
+        :func:`default_equivalent` through :func:`answers_equivalent` / :func:`task_equivalence`.
+        """
+        ...
+
+
+def default_equivalent(a: str, b: str) -> bool:
+    """The equivalence of a task that defines none: equal strings after ``str.strip``."""
+    return a.strip() == b.strip()
+
+
+def task_equivalence(task: Any) -> Callable[[str, str], bool]:
+    """``task.equivalent`` when the task defines it, else :func:`default_equivalent`.
+
+    Pass the result as ``equal=`` to :func:`rlvr.rewards.intrinsic.majority_vote_reward`,
+    :func:`rlvr.rewards.intrinsic.proxy_diagnostics` or :func:`rlvr.rewards.scoring.compute_rewards`.
+    """
+    fn = getattr(task, "equivalent", None)
+    return fn if callable(fn) else default_equivalent
+
+
+def answers_equivalent(task: Any, a: str, b: str) -> bool:
+    """Whether answers ``a`` and ``b`` are equivalent under ``task``'s rules (see :func:`task_equivalence`)."""
+    return bool(task_equivalence(task)(a, b))

@@ -13,6 +13,7 @@ import random
 
 from rlvr.errors import UserError
 from rlvr.tasks.base import Problem, Task
+from rlvr.tasks.registry import get_task
 
 _DET = ["the", "a", "my", "one", "that", "this"]
 _ADJ = ["red", "big", "old", "small", "quiet", "happy", "green", "cold", "fast", "kind", "dark", "warm"]
@@ -111,8 +112,6 @@ def build_corpus(
 
 def default_tasks(seed: int = 0) -> list[tuple[Task, float]]:
     """The default pretraining mix: arithmetic 0.5, countdown 0.25, strings 0.25 (default knobs)."""
-    from rlvr.tasks.registry import get_task
-
     return [
         (get_task("arithmetic", seed=seed), 0.5),
         (get_task("countdown", seed=seed), 0.25),

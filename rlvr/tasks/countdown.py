@@ -14,7 +14,7 @@ from collections import Counter
 from fractions import Fraction
 
 from rlvr.errors import UserError
-from rlvr.tasks.arithmetic import ProblemPool, check_frac, check_range, extract_answer
+from rlvr.tasks.arithmetic import ProblemPool, check_frac, check_range, extract_answer, numeric_equivalent
 from rlvr.tasks.base import Problem, Verdict
 
 MAX_EXPR_CHARS = 100  # longer answers are malformed
@@ -247,6 +247,20 @@ class CountdownTask:
         numbers = Counter(problem.meta.get("numbers") or _numbers_of(problem.prompt))
         ok = not (Counter(used) - numbers) and value == int(problem.answer)
         return Verdict(1.0 if ok else 0.0, "right" if ok else "wrong", short)
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """Same value (exact rationals): ``"5*3+7"`` == ``"7+5*3"`` == ``"22"``; else equal stripped strings.
+
+        The rule on which numbers an expression may use belongs to the problem (the verifier), not to
+        the equivalence. Expressions that do not parse compare as strings. Bounded, never raises.
+        """
+        a, b = a.strip(), b.strip()
+        if a == b:
+            return True
+        try:
+            return evaluate(a)[0] == evaluate(b)[0]
+        except (ValueError, ArithmeticError):
+            return numeric_equivalent(a, b)
 
     def wrong_solution(self, problem: Problem, rng: random.Random) -> str:
         """A valid-looking trace whose expression misses the target (the nearest of 20 random tries)."""

@@ -194,3 +194,10 @@ class DocReconTask:
         truth = problem.answer.replace(" ", "").split(",")
         reward = reconstruction_reward(pred, truth, self.dense)
         return Verdict(reward, "right" if pred == truth else "wrong", ", ".join(pred))
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """The same letters in the same order (``"C, A, B"`` == ``"CAB"``); else equal stripped strings."""
+        la, lb = parse_letters(a), parse_letters(b)
+        if la is not None and lb is not None:
+            return la == lb
+        return a.strip() == b.strip()

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.rewards.math import normalize_number, verify_numeric
+from rlvr.rewards.math import math_equivalent, normalize_number, verify_numeric
 from rlvr.tasks.base import Problem, Verdict
 from rlvr.tasks.jsonl import (
     DEFAULT_TEMPLATE,
@@ -109,6 +109,10 @@ class GSM8KTask:
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         return verify_numeric(completion, problem.answer)
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """math-verify equivalence, bounded (:func:`rlvr.rewards.math.math_equivalent`): "0.5" == "1/2"."""
+        return math_equivalent(a, b)
 
     def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
         """The chat-messages form of ``problem.prompt``."""

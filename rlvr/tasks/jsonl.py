@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.rewards.math import VERIFIERS
-from rlvr.tasks.base import Problem, Verdict
+from rlvr.rewards.math import VERIFIERS, math_equivalent
+from rlvr.tasks.base import Problem, Verdict, default_equivalent
 
 SPLITS = ("train", "heldout")
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -189,6 +189,7 @@ class JsonlTask:
         self.hub, self.hub_config = hub, hub_config
         self.hub_splits = hub_splits or {"train": "train", "heldout": "test"}
         self._verify = VERIFIERS[verifier]
+        self._equivalent = default_equivalent if verifier == "exact" else math_equivalent
         self.skipped: dict[str, int] = {}
         self._cache: dict[str, list[Problem]] = {}
 
@@ -221,6 +222,10 @@ class JsonlTask:
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         return self._verify(completion, problem.answer)
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """As the verifier compares: math-verify (``math``, ``numeric``; bounded) or stripped strings (``exact``)."""
+        return self._equivalent(a, b)
 
     def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
         """The chat-messages form of ``problem.prompt``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.rewards.math import verify_math
+from rlvr.rewards.math import math_equivalent, verify_math
 from rlvr.tasks.base import Problem, Verdict
 from rlvr.tasks.jsonl import (
     DEFAULT_TEMPLATE,
@@ -72,6 +72,10 @@ class Math500Task:
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         return verify_math(completion, problem.answer)
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """math-verify equivalence, bounded (:func:`rlvr.rewards.math.math_equivalent`): "0.5" == "1/2"."""
+        return math_equivalent(a, b)
 
     def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
         """The chat-messages form of ``problem.prompt``."""

@@ -135,6 +135,10 @@ class ReasoningGymTask:
             return Verdict(0.0, "malformed", ans)
         return Verdict(reward, "right" if reward >= 1.0 else "wrong", normalize_answer(ans))
 
+    def equivalent(self, a: str, b: str) -> bool:
+        """Equal after :func:`normalize_answer` (whitespace, ``$``, ``30.0`` -> ``30``)."""
+        return normalize_answer(a) == normalize_answer(b)
+
     def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
         """The chat-messages form of ``problem.prompt``."""
         return to_messages(problem.prompt, system)

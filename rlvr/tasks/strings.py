@@ -75,6 +75,10 @@ class StringsTask:
         ok = ans == problem.answer
         return Verdict(1.0 if ok else 0.0, "right" if ok else "wrong", ans)
 
+    def equivalent(self, a: str, b: str) -> bool:
+        """Exact string equality (case and letter order matter)."""
+        return a == b
+
     def wrong_solution(self, problem: Problem, rng: random.Random) -> str:
         """A plausible mistake: two adjacent letters swapped, else one letter changed."""
         ans = list(problem.answer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -57,6 +57,16 @@ class TrainState:
     engine: object | None = None  # sampling.engine=vllm: the VLLMEngine, built on first use
     engine_version: int = -1  # optimiser version whose weights the engine holds
     lock: threading.Lock = field(default_factory=threading.Lock)  # data order + tracker (generator threads)
+
+    def __deepcopy__(self, memo: dict) -> TrainState:
+        """A deep copy with a lock of its own (locks cannot be copied)."""
+        new = copy.copy(self)
+        memo[id(self)] = new
+        for f in fields(self):
+            if f.name != "lock":
+                setattr(new, f.name, copy.deepcopy(getattr(self, f.name), memo))
+        new.lock = threading.Lock()
+        return new
 
     def count(self, key: str, n: int = 1) -> None:
         with _COUNT_LOCK:

@@ -33,9 +33,10 @@ from rlvr.log import warn
 from rlvr.model.hf import model_source
 from rlvr.model.io import model_device
 from rlvr.model.logprobs import completion_logits, score, sequences, token_logprobs
-from rlvr.rewards.scoring import reward_metrics, score_rollouts, task_equal
+from rlvr.rewards.scoring import reward_metrics, score_rollouts
 from rlvr.rollout import vllm as V
 from rlvr.rollout.engine import sample
+from rlvr.tasks.base import task_equivalence
 from rlvr.train.schedule import lr_at
 from rlvr.train.state import TrainState, completion_budget, flops_per_token, sampling_generator
 from rlvr.types import ScoredBatch
@@ -115,7 +116,7 @@ def record(st: TrainState, got: Collected) -> dict:
     """Rollout diagnostics of everything sampled, and the No-Positive-Resampling pass rates."""
     seen = got.seen
     m = rollout_metrics(seen)
-    m.update(reward_metrics(seen, st.cfg.reward.kind, task_equal(st.task)))
+    m.update(reward_metrics(seen, st.cfg.reward.kind, task_equivalence(st.task)))
     m.update(got.metrics)
     lag_B = staleness(st.step, seen.rollouts.versions, seen.rollouts.completion_mask)
     m.update(lag_max=int(lag_B.max()) if lag_B.numel() else 0,
@@ -207,22 +208,14 @@ def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator):
 
 # ----------------------------------------------------------------------------- train_on
 def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOCAL) -> dict:
-    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts.
-
-    With ``algo.zero_var_filter`` the groups whose rewards are all equal are dropped BEFORE the
-    advantages are normalised, so a batch-level std is the std of the rows trained on.
-    """
+    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts."""
     cfg = st.cfg
     upd: dict = {}
     if batch is not None:
-        zero_P = zero_variance_groups(batch.reward_B.view(-1, batch.group_size))
-        upd["zero_var_frac"] = float(zero_P.float().mean())
-        if cfg.algo.zero_var_filter and zero_P.any():
-            batch = batch.select(~zero_P)
+        batch, adv_B, upd["zero_var_frac"] = advantages(batch, st.loss.std_norm, cfg.algo.zero_var_filter)
     if batch is not None and batch.size:
         rb = batch.rollouts
         device = model_device(st.model)
-        adv_B = group_advantages(batch.reward_B.view(-1, batch.group_size), st.loss.std_norm).reshape(-1)
         mask = rb.loss_mask.clone()
         if cfg.algo.mask_truncated:
             mask &= torch.tensor([r != "length" for r in rb.finish_reason], device=mask.device)[:, None]
@@ -236,6 +229,21 @@ def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOC
         st.count("steps_without_gradient")
         warn(f"step {st.step + 1}: no gradient (every group had equal rewards or no loss tokens)")
     return upd
+
+
+def advantages(batch: ScoredBatch, std_norm: str, zero_var_filter: bool) -> tuple[ScoredBatch, torch.Tensor, float]:
+    """-> (the groups trained on, their adv_B (B',), the zero-variance share of the input groups).
+
+    With ``zero_var_filter`` the groups whose rewards are all equal are dropped BEFORE the
+    advantages are normalised, so a batch-level std (ScaleRL) is the std of the rows trained on,
+    not diluted by the dropped groups' zeros.
+    """
+    zero_P = zero_variance_groups(batch.reward_B.view(-1, batch.group_size))
+    if zero_var_filter and zero_P.any():
+        batch = batch.select(~zero_P)
+    adv_B = group_advantages(batch.reward_B.view(-1, batch.group_size), std_norm).reshape(-1) if batch.size \
+        else batch.reward_B
+    return batch, adv_B, float(zero_P.float().mean())
 
 
 def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask: torch.Tensor,

@@ -56,10 +56,10 @@ def over(tmp_path):
 
 
 def test_ray_trainer_actor_run_and_clean_shutdown(over, tmp_path):
-    from rlvr.train.loop import train
+    from rlvr.train.launch import run_training
 
     assert not ray.is_initialized()
-    run = train(load_config("quickstart", [*over, "train.steps=3"]), run_dir=tmp_path / "run")
+    run = run_training(load_config("quickstart", [*over, "train.steps=3"]), run_dir=tmp_path / "run")
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["lag_max"] <= 1 and sum(r["lag_hist"].values()) == 16 for r in rows)
@@ -69,16 +69,17 @@ def test_ray_trainer_actor_run_and_clean_shutdown(over, tmp_path):
 
 
 def test_killed_generator_actor_is_replaced(over):
-    from rlvr.train.loop import build_policy, build_state
-    from rlvr.train.pipeline import make_stepper
+    from rlvr.train.loop import build_policy, build_state, make_source
+    from rlvr.train.step import rl_step
 
     cfg = load_config("quickstart", [*over, "pipeline.ray_trainer_actor=false", "pipeline.workers=1"])
     st = build_state(cfg, *build_policy(cfg, "none"))
-    step, close = make_stepper(st)  # starts a local Ray instance in this (driver) process
+    source, sharding = make_source(st)  # starts a local Ray instance in this (driver) process
+    step = lambda st, n: rl_step(st, n, source, sharding)  # noqa: E731
     try:
         assert ray.is_initialized() and _ray_processes()  # the check below can see them
         m1 = step(st, 4)
-        backend = step.__self__.backend
+        backend = source.backend
         victim = backend.actors[0]
         pid = ray.get(victim.pid.remote(), timeout=60)
         ray.kill(victim, no_restart=True)
@@ -87,5 +88,5 @@ def test_killed_generator_actor_is_replaced(over):
         assert ms[-1]["worker_restarts"] >= 1 and len(backend.actors) >= 2
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     finally:
-        close()
+        source.close()
     _assert_no_ray_left()

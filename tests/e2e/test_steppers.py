@@ -38,12 +38,13 @@ def init(tmp_path_factory):
 
 
 def _over(d, extra=()):
-    # batch-level std, 2 mini-batches x 2 micro-batches, a KL anchor and NPR: every part of the update
+    # batch-level std, 2 mini-batches x 2 micro-batches, a KL anchor, a mixed reward and NPR: every part
+    # of the step
     return ["model.n_layer=1", "model.d_model=32", "model.n_head=2", f"model.init_from={d / 'init'}",
             "task.train_size=48", "algo.prompts_per_step=4", "algo.group_size=4", "algo.minibatches=2",
             "algo.micro_batch_size=4", "algo.npr_threshold=0.5", "sampling.max_new_tokens=12",
-            "sampling.interruption_budget=0", "loss.kl_coef=0.01",
-            "reward.kind=mix", "reward.weights={verifier: 1.0, neg_entropy: 0.1}", "optim.lr=3e-3", "optim.warmup_steps=2",
+            "sampling.interruption_budget=0", "loss.kl_coef=0.01", "reward.kind=mix",
+            "reward.weights={verifier: 1.0, neg_entropy: 0.1}", "optim.lr=3e-3", "optim.warmup_steps=2",
             "pipeline.max_lag=0", "pipeline.workers=1", "pipeline.timeout_s=60", *extra]
 
 

@@ -119,6 +119,17 @@ def test_majority_accuracy_and_parsable_share() -> None:
     assert summarize(no_answers)["majority_accuracy"] is None
 
 
+def test_majority_accuracy_pools_answers_by_the_task_equivalence() -> None:
+    from rlvr.tasks.base import task_equivalence
+    from rlvr.tasks.math500 import Math500Task
+
+    # strings: "3" x2 beats "1/2" and "0.5" (1 each) -> unsolved; math: {1/2, 0.5} ties {3, 3}, first wins
+    rows = [row("a", True, answer="1/2"), row("a", False, answer="3"), row("a", True, answer="0.5"),
+            row("a", False, answer="3")]
+    assert summarize(rows)["majority_accuracy"] == 0.0
+    assert summarize(rows, equal=task_equivalence(Math500Task()))["majority_accuracy"] == 1.0
+
+
 def test_summarize_unequal_n_uses_minimum_and_says_so() -> None:
     rows = [row("a", True)] * 2 + [row("b", False)] * 5
     out = summarize(rows)

@@ -17,8 +17,8 @@ from rlvr.config import ModelConfig  # noqa: E402
 from rlvr.errors import UserError  # noqa: E402
 from rlvr.model.hf import build_tiny_hf, load_hf_policy, main, train_tokenizer  # noqa: E402
 from rlvr.model.io import load_policy, save_policy  # noqa: E402
-from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
 from rlvr.model.logprobs import score  # noqa: E402
+from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
 
 CHAT = ("{% for m in messages %}<bos>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}assistant: {% endif %}")

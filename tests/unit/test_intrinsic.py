@@ -194,19 +194,26 @@ def test_label_accuracy_under_math_equivalence():
 
 def test_compute_rewards_passes_the_task_equivalence_through():
     from rlvr.config import RewardConfig
+    from rlvr.rewards.scoring import compute_rewards, reward_metrics
     from rlvr.tasks.base import task_equivalence
     from rlvr.tasks.gsm8k import GSM8KTask
-    from rlvr.train.rewarding import compute_rewards
-    from rlvr.types import Verdict
+    from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
 
     answers = ["1/2", "0.5", "3", "3", "0.5", "7", "1/2", "2/4"]
     verdicts = [Verdict(float(a != "3" and a != "7"), "wrong", a) for a in answers]
+    z = torch.zeros(8, 1)
+    rb = RolloutBatch(z.long(), z.bool(), z.long(), z.bool(), z.bool(), z, z, z.long(), ["eos"] * 8)
+    problems = [Problem("a", "", "0.5"), Problem("b", "", "0.5")]
     cfg = RewardConfig("majority_vote")
-    reward, diag = compute_rewards(cfg, None, verdicts, 4, ["0.5", "0.5"])  # default: stripped strings
+
+    def score(equal=None):
+        reward, truth, labels = compute_rewards(cfg, rb, verdicts, 4, equal)
+        return reward, reward_metrics(ScoredBatch(rb, verdicts, reward, truth, problems, 4, labels), cfg.kind, equal)
+
+    reward, diag = score()  # default: stripped strings
     # group 0: "3" x2 wins (label "3": wrong); group 1: four singletons, "0.5" first (label right)
     assert reward.tolist() == [0, 0, 1, 1, 1, 0, 0, 0] and diag["label_accuracy"] == pytest.approx(0.5)
-    equal = task_equivalence(GSM8KTask())
-    reward, diag = compute_rewards(cfg, None, verdicts, 4, ["0.5", "0.5"], equal=equal)
+    reward, diag = score(task_equivalence(GSM8KTask()))
     # group 0: {1/2, 0.5} ties {3, 3}, first seen wins; group 1: {0.5, 1/2, 2/4} has 3 of 4
     assert reward.tolist() == [1, 1, 0, 0, 1, 0, 1, 1] and diag["label_accuracy"] == pytest.approx(1.0)
 

@@ -275,3 +275,12 @@ def test_math_equivalent_is_bounded_from_a_thread() -> None:
     th.join(30)
     assert not th.is_alive(), "equivalence hung"
     assert out["same"] is False and out["wall"] < 10
+
+
+def test_long_and_huge_numbers_never_raise() -> None:
+    big = "1" * 40
+    assert normalize_number(big) == big and numbers_equal(big, big + ".0") is True
+    assert numbers_equal("0." + "1" * 40, "0." + "1" * 39 + "2") is False  # no rounding at 28 digits
+    assert normalize_number("1e999999999") is None and normalize_number("1e-999999999") is None
+    assert verify_numeric(f"\\boxed{{{big}}}", "5").status == "wrong"
+    assert verify_numeric(f"\\boxed{{{big}}}", big).status == "right"

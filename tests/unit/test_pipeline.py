@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_
 
 from rlvr.config import ModelConfig, load_config
+from rlvr.errors import PipelineError, PipelineTimeout
 from rlvr.model.io import save_policy
+from rlvr.model.logprobs import score
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.sample import SampleParams, generate
-from rlvr.errors import PipelineError, PipelineTimeout
-from rlvr.model.logprobs import score
 from rlvr.train.lag_queue import LagQueue, ScoredGroup
 from rlvr.train.pipeline import GeneratorWorker
 from rlvr.train.step import rl_step, staleness
@@ -367,8 +367,8 @@ def test_async_run_logs_lag_keys_and_keeps_the_bound_across_resume(tiny_run):
 
 def test_generator_scoring_isolates_counts_and_bounds_verifier_failures():
     from rlvr.errors import UserError
-    from rlvr.tasks.arithmetic import ArithmeticTask
     from rlvr.rewards.scoring import score_rollouts
+    from rlvr.tasks.arithmetic import ArithmeticTask
 
     class Flaky(ArithmeticTask):
         def verify(self, text, problem):

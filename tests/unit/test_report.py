@@ -162,6 +162,18 @@ def test_runs_with_the_same_name_get_distinct_labels(tmp_path, fast_png):
     assert "<td>seed0/cispo</td>" in html and "<td>seed1/cispo</td>" in html
 
 
+def test_crossover_line_states_the_interval_rule(tmp_path, fast_png, fixture_html):
+    assert "crossover k (base above trained" not in fixture_html  # legacy eval.json: not shown
+    run = _copy_run(FIXTURE, tmp_path / "cross")
+    ev = json.loads((run / "eval.json").read_text())
+    k_max = max(ev["trained"]["pass_at_k"], key=int)
+    ev["crossover"] = {"k": None, "k_max": int(k_max), "text": f"none up to k={k_max}"}
+    (run / "eval.json").write_text(json.dumps(ev))
+    html = write_report([run], tmp_path / "r.html").read_text()
+    assert (f"cross: crossover k (base above trained beyond the 95% interval): none up to k={k_max}"
+            in html)
+
+
 def test_missing_metrics_and_eval_are_skipped(tmp_path, fast_png):
     drop = ("clip_frac_low", "clip_frac_high", "approx_kl", "kl_ref", "lag_max", "lag_mean")
     run = _copy_run(FIXTURE, tmp_path / "bare", drop=drop, keep_steps=6)

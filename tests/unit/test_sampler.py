@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from rlvr.config import ModelConfig
+from rlvr.model.logprobs import completion_logits, sequences, token_logprobs
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.sample import SampleParams, generate
-from rlvr.model.logprobs import completion_logits, sequences, token_logprobs
 
 TOK = CharTokenizer()
 PROMPTS = ["Q:1+2\n", "Q:3*4+5\n", "R:ab\n", "N:3 5 7 T:22\n"]

@@ -111,16 +111,20 @@ def test_no_positive_resampling_with_an_intrinsic_reward_warns_of_label_use():
 
 def test_vote_threshold_zeroes_groups_with_a_weak_majority():
     from rlvr.config import RewardConfig
-    from rlvr.train.rewarding import compute_rewards
+    from rlvr.rewards.scoring import compute_rewards, reward_metrics
+    from rlvr.types import Problem, RolloutBatch, ScoredBatch
 
     # group 0: "4" has 3 of 4 parsable votes (share 0.75); group 1: "1" has 2 of 4 (0.5)
     answers = ["4", "4", "4", "5", "1", "1", "2", "3"]
     verdicts = [Verdict(float(a in ("4", "1")), "right" if a in ("4", "1") else "wrong", a) for a in answers]
-    rb = None  # majority vote needs only the answers
+    z = torch.zeros(8, 1)
+    rb = RolloutBatch(z.long(), z.bool(), z.long(), z.bool(), z.bool(), z, z, z.long(), ["eos"] * 8)
     for threshold, expected in ((0.0, [1, 1, 1, 0, 1, 1, 0, 0]), (0.6, [1, 1, 1, 0, 0, 0, 0, 0])):
-        reward, diag = compute_rewards(RewardConfig("majority_vote", vote_threshold=threshold), rb, verdicts, 4,
-                                       ["4", "1"])
-        assert reward.tolist() == expected
+        reward, truth, labels = compute_rewards(RewardConfig("majority_vote", vote_threshold=threshold), rb,
+                                                verdicts, 4)
+        assert reward.tolist() == expected and labels == ["4", "1"]
+        batch = ScoredBatch(rb, verdicts, reward, truth, [Problem("a", "", "4"), Problem("b", "", "1")], 4, labels)
+        diag = reward_metrics(batch, "majority_vote")
         assert diag["label_accuracy"] == 1.0  # the majority answer is still reported below the threshold
     with pytest.raises(ConfigError, match="reward.vote_threshold"):
         RewardConfig("self_certainty", vote_threshold=0.5)

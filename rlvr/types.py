@@ -3,7 +3,9 @@ B = P*G completions, T completion tokens (right-padded)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import torch
 
@@ -116,6 +118,21 @@ class Verdict:
     @property
     def correct(self) -> bool:
         return self.status == "right"
+
+
+def default_equivalent(a: str, b: str) -> bool:
+    """The equivalence of a task that defines none: equal strings after ``str.strip``."""
+    return a.strip() == b.strip()
+
+
+def task_equivalence(task: Any) -> Callable[[str, str], bool]:
+    """``task.equivalent`` when the task defines it, else :func:`default_equivalent`.
+
+    Pass the result as ``equal=`` to :func:`rlvr.rewards.intrinsic.majority_vote_reward`,
+    :func:`rlvr.rewards.intrinsic.proxy_diagnostics` or :func:`rlvr.rewards.scoring.compute_rewards`.
+    """
+    fn = getattr(task, "equivalent", None)
+    return fn if callable(fn) else default_equivalent
 
 
 @dataclass

@@ -23,3 +23,35 @@ def split_config_and_overrides(args) -> tuple[str | None, list[str]]:
     if cfg and "=" in cfg:
         return None, [cfg, *over]
     return cfg, over
+
+
+def load_checked(path: str | None, overrides: list[str]):
+    """``load_config`` then :func:`rlvr.train.validate.validate`: every command that takes a config
+    checks it (types, ranges, registered names) before it creates a directory or loads a model."""
+    from rlvr.config import load_config
+    from rlvr.train.validate import validate
+
+    cfg = load_config(path, overrides)
+    validate(cfg)
+    return cfg
+
+
+def require_path(path, what: str, hint: str, *, hub_ok: bool = False, kind: str = "any") -> None:
+    """UserError ``<what> <path> does not exist; <hint>`` unless ``path`` exists (``kind``: any | file |
+    dir). ``hub_ok``: a model id that is no local path (``Qwen/Qwen2.5-0.5B``, ``tiny-hf:llama``) passes."""
+    from pathlib import Path
+
+    from rlvr.errors import UserError
+
+    p = Path(str(path)).expanduser()
+    if not p.exists():
+        if hub_ok:
+            from rlvr.model.io import looks_like_hf_name
+
+            if looks_like_hf_name(str(path)):
+                return
+        raise UserError(f"{what} {path} does not exist; {hint}")
+    if kind == "file" and not p.is_file():
+        raise UserError(f"{what} {path} is a directory, not a file; {hint}")
+    if kind == "dir" and not p.is_dir():
+        raise UserError(f"{what} {path} is a file, not a directory; {hint}")

@@ -25,8 +25,7 @@ from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.rewards.intrinsic import INTRINSIC_REWARDS, REWARD_INPUTS, majority_vote_reward, proxy_diagnostics
 from rlvr.rewards.verify import VerifyReport, verify_checked
-from rlvr.tasks.base import task_equivalence
-from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
+from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict, task_equivalence
 
 Equal = Callable[[str, str], bool]
 Count = Callable[..., None]

@@ -9,10 +9,9 @@ rule for two extracted answers being the same (majority vote, label accuracy); u
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from rlvr.types import STATUSES, Problem, Verdict
+from rlvr.types import STATUSES, Problem, Verdict, default_equivalent, task_equivalence
 
 __all__ = ["STATUSES", "Problem", "Task", "Verdict", "answers_equivalent", "default_equivalent",
            "task_equivalence"]
@@ -40,21 +39,6 @@ class Task(Protocol):
         :func:`default_equivalent` through :func:`answers_equivalent` / :func:`task_equivalence`.
         """
         ...
-
-
-def default_equivalent(a: str, b: str) -> bool:
-    """The equivalence of a task that defines none: equal strings after ``str.strip``."""
-    return a.strip() == b.strip()
-
-
-def task_equivalence(task: Any) -> Callable[[str, str], bool]:
-    """``task.equivalent`` when the task defines it, else :func:`default_equivalent`.
-
-    Pass the result as ``equal=`` to :func:`rlvr.rewards.intrinsic.majority_vote_reward`,
-    :func:`rlvr.rewards.intrinsic.proxy_diagnostics` or :func:`rlvr.rewards.scoring.compute_rewards`.
-    """
-    fn = getattr(task, "equivalent", None)
-    return fn if callable(fn) else default_equivalent
 
 
 def answers_equivalent(task: Any, a: str, b: str) -> bool:

@@ -35,7 +35,7 @@ from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy, save_policy
 from rlvr.tasks.registry import get_task as task_by_name
-from rlvr.train.parallel import parallel_step
+from rlvr.train.averaging import parallel_step
 from rlvr.train.pretrain import base_model
 from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
 from rlvr.train.state import build_state, get_task

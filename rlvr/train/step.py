@@ -36,10 +36,9 @@ from rlvr.model.logprobs import completion_logits, score, sequences, token_logpr
 from rlvr.rewards.scoring import reward_metrics, score_rollouts
 from rlvr.rollout import vllm as V
 from rlvr.rollout.engine import sample
-from rlvr.tasks.base import task_equivalence
 from rlvr.train.schedule import lr_at
 from rlvr.train.state import TrainState, completion_budget, flops_per_token, sampling_generator
-from rlvr.types import ScoredBatch
+from rlvr.types import ScoredBatch, task_equivalence
 
 SUMMED = ("loss", "policy_loss")  # micro-batch stats that add up (weights are mini-batch-normalised)
 

@@ -11,7 +11,7 @@ from rlvr.config import load_config
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.tasks.base import Verdict
-from rlvr.train.parallel import averaged_update, parallel_step, snapshot
+from rlvr.train.averaging import averaged_update, parallel_step, snapshot
 from rlvr.train.sft import sft_loss
 
 torch.set_num_threads(1)

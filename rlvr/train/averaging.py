@@ -1,4 +1,5 @@
-"""Parallel SFT+RL update averaging (METHODS.md section 7).
+"""SFT+RL update averaging, the "parallel" excursion pipeline (docs/methods/excursions.md): a name from the
+paper, not parallel execution.
 
 Snapshot theta; compute the RL gradient and the SFT gradient at the same theta; pass each
 through its own AdamW (its own moment estimates) to get the updates d_RL and d_SFT; set

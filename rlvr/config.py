@@ -684,7 +684,12 @@ def parse_overrides(overrides: list[str]) -> dict:
         if "=" not in item:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. loss.eps_high=0.28")
         key, raw = item.split("=", 1)
-        set_dotted(out, key.strip(), yaml.safe_load(raw) if raw != "" else "")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{key.strip()}: value {raw!r} is not valid YAML ({str(e).splitlines()[0]}); "
+                              "quote the override, e.g. 'reward.weights={verifier: 1.0}'") from None
+        set_dotted(out, key.strip(), value)
     return out
 
 

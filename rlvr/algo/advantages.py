@@ -10,7 +10,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-STD_NORMS = ("group", "batch", "none")
+from rlvr.config import STD_NORMS
+
+__all__ = ["STD_EPS", "STD_NORMS", "group_advantages", "mixed_outcome_groups", "overlong_penalty",
+           "zero_variance_groups"]
+
 STD_EPS = 1e-6
 
 

@@ -115,11 +115,13 @@ def _ranking(order: list[str], results: dict) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from rlvr.analysis.collapse import analyse_run, rank_runs
 
+    paths = [Path(p) for p in args.runs]
+    for p in paths:  # every input exists before anything else is checked or read
+        _metrics_file(p)
     if args.window < 1:
         raise UserError(f"--window {args.window} is below 1; pass a positive number of points")
     if not math.isfinite(args.threshold) or not math.isfinite(args.margin):
         raise UserError("--threshold and --margin must be finite numbers; pass e.g. --threshold 0.01")
-    paths = [Path(p) for p in args.runs]
     names = _names(paths)
     results = {n: analyse_run(load_rows(p), args.window, args.threshold, args.margin)
                for n, p in zip(names, paths)}

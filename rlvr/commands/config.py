@@ -17,9 +17,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from rlvr.commands._common import split_config_and_overrides
-    from rlvr.config import dump_yaml, load_config
+    from rlvr.commands._common import load_checked, split_config_and_overrides
+    from rlvr.config import dump_yaml
 
     path, over = split_config_and_overrides(args)
-    print(dump_yaml(load_config(path, over)), end="")
+    print(dump_yaml(load_checked(path, over)), end="")
     return 0

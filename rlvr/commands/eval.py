@@ -66,6 +66,20 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return p
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """The inputs exist (before any other check: a typo in a path is the likeliest mistake)."""
+    from rlvr.commands._common import require_path
+
+    if args.checkpoint:
+        require_path(args.checkpoint, "checkpoint", "pass a checkpoint directory (e.g. RUN/checkpoints/step_100) "
+                     "or a hub name", hub_ok=True)
+    if args.base:
+        require_path(args.base, "--base", "pass a checkpoint directory or a hub name", hub_ok=True)
+    for flag, path in (("--samples", args.samples), ("--base-samples", args.base_samples)):
+        if path:
+            require_path(path, flag, "pass a samples.jsonl written by `rlvr eval` or `rlvr run`", kind="file")
+
+
 def _check_mode(args: argparse.Namespace) -> None:
     if args.checkpoint and args.samples:
         raise UserError("give either a CHECKPOINT or --samples, not both; drop one")
@@ -151,7 +165,9 @@ def _tables(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[li
         sup = result["support"]
         other += [[f"support {c}", _fmt(v)] for c, v in sup["counts"].items()]
         other += [[f"support {r}", _fmt(v)] for r, v in sup["rates"].items()]
-        other += [["crossover k", _fmt(result["crossover_k"])], ["common problems", _fmt(sup["problems"])]]
+        cross = result.get("crossover", {}).get("text") or _fmt(result["crossover_k"])
+        other += [["crossover k (base above beyond the 95% interval)", cross],
+                  ["common problems", _fmt(sup["problems"])]]
     return header, rows, other
 
 
@@ -174,6 +190,7 @@ def print_result(result: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_paths(args)
     _check_mode(args)
     ks = _parse_ks(args.ks)
     result = _from_samples(args, ks) if args.samples else _from_checkpoint(args, ks)

@@ -27,8 +27,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import torch
 
-    from rlvr.commands._common import progress_mode, split_config_and_overrides
-    from rlvr.config import load_config
+    from rlvr.commands._common import load_checked, progress_mode, require_path, split_config_and_overrides
     from rlvr.errors import UserError
     from rlvr.train.excursions import run_grid
 
@@ -36,7 +35,10 @@ def run(args) -> int:
         raise UserError(f"--threads {args.threads}: must be >= 1; e.g. --threads 1")
     torch.set_num_threads(args.threads)
     path, over = split_config_and_overrides(args)
-    cfg = load_config(path, over)
+    cfg = load_checked(path, over)
+    if cfg.excursions.teacher:
+        require_path(cfg.excursions.teacher, "excursions.teacher:", "pass a checkpoint directory, or \"\" for "
+                     "the rl pipeline's result", hub_ok=True)
     quiet = args.quiet
     table = run_grid(cfg, progress_mode(args) or "plain", note=None if quiet else print)
     from pathlib import Path

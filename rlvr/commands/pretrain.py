@@ -19,12 +19,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from rlvr.commands._common import progress_mode, split_config_and_overrides
-    from rlvr.config import load_config
+    from rlvr.commands._common import load_checked, progress_mode, split_config_and_overrides
     from rlvr.train.pretrain import base_model, pretrain
 
     path, over = split_config_and_overrides(args)
-    cfg = load_config(path, over)
+    cfg = load_checked(path, over)
     mode = progress_mode(args) or cfg.log.progress
     if cfg.model.kind != "tiny":
         from rlvr.errors import UserError

@@ -23,23 +23,19 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import time
 
-    from rlvr.commands._common import progress_mode, split_config_and_overrides
-    from rlvr.config import load_config
+    from rlvr.commands._common import load_checked, progress_mode, split_config_and_overrides
     from rlvr.eval.runner import evaluate_pair
     from rlvr.train.checkpoint import latest_good_checkpoint
-    from rlvr.train.launch import run_training as train
+    from rlvr.train.launch import run_training
     from rlvr.train.pretrain import base_model
 
     t0 = time.time()
     path, over = split_config_and_overrides(args)
-    cfg = load_config(path or "quickstart", over)
-    from rlvr.train.loop import validate
-
-    validate(cfg)
+    cfg = load_checked(path or "quickstart", over)
     mode = progress_mode(args) or cfg.log.progress
     base = cfg.model.init_from or str(base_model(cfg.model, cfg.pretrain, mode))
     t_base = time.time() - t0
-    run_dir = train(cfg, run_dir=args.run_dir, progress=mode)
+    run_dir = run_training(cfg, run_dir=args.run_dir, progress=mode)
     t_train = time.time() - t0 - t_base
     trained = latest_good_checkpoint(run_dir)
     result = evaluate_pair(cfg, base, trained, run_dir)

@@ -25,14 +25,21 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from rlvr.commands._common import progress_mode, split_config_and_overrides
-    from rlvr.config import load_config
+    from pathlib import Path
+
+    from rlvr.commands._common import load_checked, progress_mode, require_path, split_config_and_overrides
     from rlvr.errors import UserError
-    from rlvr.train.launch import run_training as train
+    from rlvr.train.launch import run_training
 
     mode = progress_mode(args)
     if args.resume:
-        run_dir = train(resume=args.resume, progress=mode, extra_steps=args.steps)
+        run = Path(args.resume)
+        require_path(run, "--resume", "pass the run directory `rlvr train` created", kind="dir")
+        if not (run / "config.yaml").is_file():
+            raise UserError(f"--resume {run}: not a run directory (no config.yaml); pass the folder `rlvr train` "
+                            "created")
+        load_checked(str(run / "config.yaml"), [f"train.steps={args.steps}"] if args.steps is not None else [])
+        run_dir = run_training(resume=args.resume, progress=mode, extra_steps=args.steps)
         print(run_dir)
         return 0
     if args.steps is not None:
@@ -45,9 +52,10 @@ def run(args) -> int:
             seeds = [int(s) for s in args.seeds.split(",")]
         except ValueError:
             raise UserError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+        load_checked(path, over)
         result = sweep_variants(path, over, args.variants.split(","), seeds, mode)
         print_sweep(result)
         return 0
-    cfg = load_config(path, over)
-    print(train(cfg, run_dir=args.run_dir, progress=mode))
+    cfg = load_checked(path, over)
+    print(run_training(cfg, run_dir=args.run_dir, progress=mode))
     return 0

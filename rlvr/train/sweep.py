@@ -11,7 +11,7 @@ from rlvr.algo.losses import LOSSES
 from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
-from rlvr.train.launch import run_training as train
+from rlvr.train.launch import run_training
 
 
 def sweep_variants(path: str | None, overrides: list[str], variants: list[str], seeds: list[int],
@@ -28,7 +28,7 @@ def sweep_variants(path: str | None, overrides: list[str], variants: list[str], 
                                      f"train.seed={seed}", f"name={base.name}-{v}-s{seed}"])
             run = root / f"{v}-s{seed}"
             if not _finished(run, cfg.train.steps):
-                train(cfg, run_dir=run, progress=progress)
+                run_training(cfg, run_dir=run, progress=progress)
             m = read_metrics(run)
             last = m[-1]
             held = [r["heldout_pass_rate"] for r in m if "heldout_pass_rate" in r]

@@ -5,10 +5,12 @@ before it creates a directory or loads a model; each failure is a one-line Confi
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 from rlvr.algo.losses import LOSSES
 from rlvr.config import ConfigError, RunConfig
 from rlvr.log import warn
+from rlvr.model.io import looks_like_hf_name
 from rlvr.rewards.intrinsic import INTRINSIC_REWARDS
 from rlvr.tasks.registry import TASKS, knob_names, resolve
 from rlvr.train.data import check_test_time, reward_uses_labels
@@ -39,6 +41,12 @@ def validate(cfg: RunConfig) -> None:
     _known(cfg.reward.kind, [*REWARD_KINDS, *sorted(INTRINSIC_REWARDS)], "reward.kind", "reward kind")
     for name in cfg.reward.weights:
         _known(name, ["verifier", *sorted(INTRINSIC_REWARDS)], f"reward.weights.{name}", "reward")
+    for key in ("init_from", "path"):
+        where = getattr(cfg.model, key)
+        if where and (key == "init_from" or cfg.model.kind == "hf") and not Path(where).expanduser().exists() \
+                and not looks_like_hf_name(where):
+            raise ConfigError(f"model.{key}: {where} does not exist; pass a checkpoint or model directory, or a "
+                              "hub name like Qwen/Qwen2.5-0.5B-Instruct")
     get_task(cfg)  # the task's own checks (data files, knob values)
     check_test_time(cfg)
     if not reward_uses_labels(cfg.reward) and cfg.algo.npr_threshold > 0:

@@ -89,5 +89,7 @@ def test_bad_inputs_exit_2(files: tuple[Path, Path], tmp_path: Path, capsys: pyt
     assert main(["eval", "--samples", str(trained), "--ks", "1,a"]) == 2
     assert main(["eval", "--samples", str(trained), "--ks", "64"]) == 2
     assert main(["eval", "ckpt", "--samples", str(trained)]) == 2
-    assert main(["eval", "ckpt", "--out", str(tmp_path)]) == 2  # no --task
+    assert main(["eval", "ckpt", "--out", str(tmp_path)]) == 2  # a missing checkpoint is said first
+    assert "checkpoint ckpt does not exist" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path), "--out", str(tmp_path)]) == 2  # no --task
     assert "--task" in capsys.readouterr().err

@@ -155,7 +155,7 @@ def test_bad_files_exit_2_with_clear_error(tmp_path, capsys, fname):
 
 def test_bad_paths_and_runs_exit_2(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "missing")]) == 2
-    assert "no such file or directory" in capsys.readouterr().err
+    assert "missing does not exist" in capsys.readouterr().err
     assert main(["fit", str(tmp_path)]) == 2
     assert "no metrics.jsonl" in capsys.readouterr().err
     run = tmp_path / "noeval"

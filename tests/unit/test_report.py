@@ -200,7 +200,7 @@ def test_cli_report_default_paths_and_errors(tmp_path, monkeypatch, capsys, fast
     assert Path(capsys.readouterr().out.strip()) == Path("report.html")
     assert (tmp_path / "report.html").is_file()
     assert main(["report", str(tmp_path / "nope")]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "nope does not exist" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "x.html")]) == 2
     assert not (tmp_path / "x.html").exists()

@@ -33,6 +33,8 @@ def test_base_model_is_cached(tmp_path, monkeypatch):
 
 def test_pretrain_cli_bad_input(tmp_path, capsys):
     assert main(["pretrain", "model.kind=hf", "model.path=x"]) == 2
+    assert "model.path: x does not exist" in capsys.readouterr().err  # checked at load, before anything
+    assert main(["pretrain", "model.kind=hf", f"model.path={tmp_path}"]) == 2
     assert "tiny model only" in capsys.readouterr().err
     assert main(["pretrain", "pretrain.wrong_frac=2"]) == 2
     assert "pretrain.wrong_frac" in capsys.readouterr().err

@@ -69,7 +69,7 @@ def test_zero_variance_batches_are_reported(tiny_overrides, tmp_path):
     assert m["truncation_rate"] == 1.0 and m["warnings"]["all_truncated_steps"] == 1
 
 
-def test_cli_train_bad_inputs(capsys):
+def test_cli_train_bad_inputs(capsys, tmp_path):
     assert main(["train", "no_such_recipe"]) == 2
     assert "no such config file" in capsys.readouterr().err
     t0 = time.time()
@@ -80,6 +80,8 @@ def test_cli_train_bad_inputs(capsys):
     assert main(["train", "reward.kind=self_certainity"]) == 2
     assert "reward.kind" in capsys.readouterr().err
     assert main(["train", "--resume", "/nonexistent/run"]) == 2
+    assert "--resume /nonexistent/run does not exist" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path)]) == 2  # a folder, but no config.yaml in it
     assert "not a run directory" in capsys.readouterr().err
 
 

@@ -583,6 +583,17 @@ class RunConfig:
             _check(not self.sampling.interruption_budget and self.reward.kind == "verifier", "sampling.engine",
                    "vllm does no forced interruption or self-certainty; set sampling.interruption_budget=0 "
                    "and reward.kind=verifier, or use engine native")
+            # vLLM's processed log-probs are renormalised over the kept tokens; the trainer's are not
+            _check(self.sampling.top_p >= 1.0, "sampling.top_p",
+                   "must be 1 with sampling.engine=vllm (vLLM renormalises its log-probs over the nucleus, "
+                   "the trainer does not: biased ratio); set sampling.top_p=1 or use engine native")
+            _check(self.sampling.top_k == 0, "sampling.top_k",
+                   "must be 0 with sampling.engine=vllm (vLLM renormalises its log-probs over the top k, "
+                   "the trainer does not: biased ratio); set sampling.top_k=0 or use engine native")
+        _check(not (self.pipeline.mode == "async" and self.pipeline.backend == "ray"
+                    and self.train.device.startswith("cuda")), "pipeline.backend",
+               f"ray actors reserve only CPUs, so train.device={self.train.device} is not visible in them; "
+               "use pipeline.backend=local or train.device=cpu")
         total = self.sampling.max_new_tokens + self.sampling.interruption_extra + 24
         _check(
             total <= self.model.context or self.model.kind == "hf",

@@ -134,8 +134,9 @@ class HFPolicy(nn.Module):
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h (B, T, D) -> logits (B, T, V) float32; the projection itself in float32 when fp32_logits."""
         w, b = self.lm_head.weight, getattr(self.lm_head, "bias", None)
-        if self.cfg.fp32_logits:
-            out = F.linear(h.float(), w.float(), None if b is None else b.float())
+        if self.cfg.fp32_logits:  # autocast off: called inside an autocast region it would recast to bf16
+            with torch.autocast(self.device.type, enabled=False):
+                out = F.linear(h.float(), w.float(), None if b is None else b.float())
         else:
             with self._autocast():
                 out = self.lm_head(h).float()
@@ -154,7 +155,8 @@ class HFPolicy(nn.Module):
         tok = tok.to(self.device)
         if self.native is not None and isinstance(cache, NativeCache):
             with self._autocast():
-                return self.logits(self.native.decode_step(tok, cache))
+                h = self.native.decode_step(tok, cache)
+            return self.logits(h)  # outside autocast: float32 logits as in the prefill and the trainer
         return self(tok[:, None], cache.key_mask[:, : cache.length + 1], cache)[:, -1]
 
     def new_cache(self, batch: int, t_max: int) -> HFCache | NativeCache:

@@ -131,6 +131,12 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+def autocast_for(device: torch.device, dtype: str) -> tuple[str, bool]:
+    """(device_type, enabled) of the autocast region for weights on ``device`` with compute ``dtype``:
+    autocast follows the weights (as the KV cache does), never a hard-coded "cpu"."""
+    return torch.device(device).type, dtype == "bfloat16"
+
+
 class TinyGPT(nn.Module):
     """Decoder-only LM. ``forward`` returns logits (B, T, V) (float32 when fp32_logits)."""
 
@@ -155,6 +161,14 @@ class TinyGPT(nn.Module):
     def _init(m):
         if isinstance(m, nn.Linear | nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    def _autocast(self):
+        kind, on = autocast_for(self.device, self.cfg.dtype)
+        return torch.autocast(kind, dtype=torch.bfloat16, enabled=on)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -183,7 +197,7 @@ class TinyGPT(nn.Module):
             mask = (((k <= q)[None] & key_mask[:, None, :]) | (k == q)[None])[:, None]
         cos, sin = self.rope_cos[pos].unsqueeze(1), self.rope_sin[pos].unsqueeze(1)
         x = self.embed(ids)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+        with self._autocast():
             for i, block in enumerate(self.blocks):
                 x = block(x, cos, sin, mask, cache, i)
         if cache is not None:
@@ -192,9 +206,10 @@ class TinyGPT(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h (B, T, D) -> logits (B, T, V); float32 LM head when cfg.fp32_logits."""
-        if self.cfg.fp32_logits:
-            return F.linear(h.float(), self.lm_head.weight.float())
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+        if self.cfg.fp32_logits:  # autocast off, in case the caller is inside an autocast region
+            with torch.autocast(self.device.type, enabled=False):
+                return F.linear(h.float(), self.lm_head.weight.float())
+        with self._autocast():
             return self.lm_head(h).float()
 
     def forward(self, ids, key_mask=None, cache=None):
@@ -213,7 +228,7 @@ class TinyGPT(nn.Module):
         bias = torch.zeros(km.shape, device=tok.device).masked_fill_(~km, float("-inf"))
         bias = bias[:, None, None].expand(N, H, 1, S).reshape(N * H, 1, S)
         x = self.embed(tok)[:, None]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+        with self._autocast():
             for i, b in enumerate(self.blocks):
                 x = x + b.attn.decode(b.norm1(x), cos, sin, bias, cache, i)
                 x = x + b.mlp(b.norm2(x))
@@ -223,7 +238,7 @@ class TinyGPT(nn.Module):
     def new_cache(self, batch: int, t_max: int) -> KVCache:
         c = self.cfg
         dtype = torch.bfloat16 if c.dtype == "bfloat16" else torch.float32
-        return KVCache(c.n_layer, batch, c.n_head, t_max, c.d_model // c.n_head, dtype, self.embed.weight.device)
+        return KVCache(c.n_layer, batch, c.n_head, t_max, c.d_model // c.n_head, dtype, self.device)
 
     # --------------------------------------------------------------- io
     def save(self, directory: str | Path) -> None:

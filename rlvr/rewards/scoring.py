@@ -73,7 +73,7 @@ def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict]
     """-> (reward_B used by the loss, truth_B the verifier's reward, majority label per group or None).
 
     ``equal``: the task's answer equivalence, used to pool votes (majority_vote)."""
-    truth = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
+    truth = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)  # cpu: rewards; step moves adv
     if cfg.kind == "verifier":
         return truth, truth, None
     answers = [v.answer if v.status in ("right", "wrong") else None for v in verdicts]

@@ -46,8 +46,10 @@ def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | No
 
     Log-probs and entropy are those of the tempered, untruncated distribution (what the trainer
     recomputes); top-k / top-p only restrict where the sample may fall. Sampling draws one uniform
-    per row and inverts the CDF (cheaper than ``torch.multinomial`` for a batch of rows).
+    per row and inverts the CDF (cheaper than ``torch.multinomial`` for a batch of rows). All of it
+    runs in float32 whatever the logits' dtype: in bf16 most CDF steps of a large vocabulary vanish.
     """
+    logits = logits.float()
     if p.temperature > 0 and p.temperature != 1.0:
         logits = logits / p.temperature
     logp_all = torch.log_softmax(logits, dim=-1)

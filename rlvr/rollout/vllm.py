@@ -18,6 +18,8 @@ Not supported here: forced length interruption, self-certainty, in-flight ``weig
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Sequence
 
@@ -27,7 +29,8 @@ from rlvr.errors import UserError
 from rlvr.rollout.sample import SampleParams
 from rlvr.types import RolloutBatch
 
-INSTALL_HINT = "pip install 'rlvr[vllm]' on a Linux machine with a CUDA GPU (vllm>=0.10.2)"
+INSTALL_HINT = ("pip install 'rlvr[vllm]' on a Linux machine with a CUDA GPU (vllm>=0.27,<0.33, the releases "
+                "pinned to torch 2.13.0; vllm 0.32 caps transformers <5.20, 0.31 <5.18: see docs/vllm.md)")
 
 
 def import_vllm():
@@ -39,6 +42,23 @@ def import_vllm():
         raise UserError(f"the vLLM engine needs vLLM, which is not installed; {INSTALL_HINT}, "
                         "or use the native engine (rlvr.rollout.engine.sample)") from None
     return vllm
+
+
+def unknown_llm_args(vllm, kwargs: dict) -> list[str]:
+    """Names in ``kwargs`` that ``vllm.LLM`` does not accept: its named parameters, plus the fields
+    of ``vllm.EngineArgs`` when ``LLM`` forwards ``**kwargs`` to it. [] when it cannot tell (a
+    ``**kwargs`` constructor and no ``EngineArgs``)."""
+    try:
+        params = inspect.signature(vllm.LLM).parameters
+    except (TypeError, ValueError):  # no introspectable signature
+        return []
+    named = {n for n, q in params.items() if q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)}
+    if any(q.kind == q.VAR_KEYWORD for q in params.values()):
+        engine_args = getattr(vllm, "EngineArgs", None)
+        if engine_args is None or not dataclasses.is_dataclass(engine_args):
+            return []
+        named |= {f.name for f in dataclasses.fields(engine_args)}
+    return sorted(k for k in kwargs if k not in named)
 
 
 def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> int:
@@ -55,12 +75,14 @@ class VLLMEngine:
         vllm = import_vllm()
         self.entropy_topk = entropy_topk
         self.version = 0
-        try:
-            self.llm = vllm.LLM(model=model_path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
-                                max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
-                                max_logprobs=max(20, entropy_topk), **llm_kwargs)
-        except TypeError as e:
-            raise UserError(f"this vLLM does not take an argument ({e}); {INSTALL_HINT}") from None
+        kwargs = dict(model=model_path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
+                      max_model_len=max_model_len, seed=seed, logprobs_mode="processed_logprobs",
+                      max_logprobs=max(20, entropy_topk), **llm_kwargs)
+        unknown = unknown_llm_args(vllm, kwargs)
+        if unknown:  # checked up front: a TypeError raised inside vLLM keeps its own message and traceback
+            version = getattr(vllm, "__version__", "?")
+            raise UserError(f"vLLM {version} does not take {', '.join(unknown)}; {INSTALL_HINT}")
+        self.llm = vllm.LLM(**kwargs)
         self._sampling_params = vllm.SamplingParams
 
     def sampling_params(self, p: SampleParams, tok, seed: int):

@@ -113,6 +113,9 @@ class DataParallelSource:
             raise UserError("algo.dynamic_sampling is not supported with data parallel; set it to false")
         if st.cfg.pipeline.mode == "async":
             raise UserError("data parallel runs the synchronous step; set pipeline.mode=sync")
+        if st.cfg.sampling.engine == "vllm":
+            raise UserError("data parallel does not run the vLLM engine (one engine per rank on one GPU, "
+                            "weights synced rank by rank: not wired in); set sampling.engine=native")
         self.rank, self.world = rank_world()
 
     def collect(self, st: TrainState) -> Collected:

@@ -261,9 +261,9 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
     cells: dict[str, float] = {}
     n_updates = 0
     for epoch in range(cfg.algo.ppo_epochs):
-        perm = torch.randperm(batch.n_groups, generator=st.gen)  # the same stream on every rank
+        perm = torch.randperm(batch.n_groups, generator=st.gen)  # cpu: CPU generator, same stream on every rank
         for mb_groups in perm.chunk(min(cfg.algo.minibatches, batch.n_groups)):
-            rows = (mb_groups[:, None] * G + torch.arange(G)).reshape(-1).sort().values
+            rows = (mb_groups[:, None] * G + torch.arange(G)).reshape(-1).sort().values  # cpu: row index
             n_rows = len(rows)
             w = L.token_weights(mask[rows], G, st.loss.aggregation, max_len=max_len, adv_B=adv_B[rows])
             kl_w = L.token_weights(mask[rows], G, "token_mean") if st.ref_model is not None else None

@@ -168,18 +168,25 @@ def math_equal(pred: str, gold: str) -> bool:
     a base subscript must agree in digits and base (math-verify drops the subscript).
     """
     pred, gold = pred.strip(), gold.strip()
-    if pred == gold:
-        return True
-    same = numbers_equal(pred, gold)
-    if same is not None:
-        return same
-    pb, gb = _base_numeral(pred), _base_numeral(gold)
-    if pb is not None and gb is not None:
-        return pb == gb
+    fast = _fast_equal(pred, gold)
+    if fast is not None:
+        return fast
     g, p = parse_math(gold), parse_math(pred)
     if not g or not p:
         return False
     return bool(verify(g, p, timeout_seconds=None))
+
+
+def _fast_equal(a: str, b: str) -> bool | None:
+    """The rules settled before math-verify (stripped ``a``, ``b``): identical strings, plain decimal
+    numbers (exact), base numerals (digits and base); None when they do not decide."""
+    if a == b:
+        return True
+    same = numbers_equal(a, b)
+    if same is not None:
+        return same
+    pa, pb = _base_numeral(a), _base_numeral(b)
+    return pa == pb if pa is not None and pb is not None else None
 
 
 # ----------------------------------------------------------------------------- equivalence of two answers
@@ -223,15 +230,10 @@ def math_equivalent(a: str, b: str, timeout_s: float | None = EQUIVALENCE_TIMEOU
     if len(a) > MAX_ANSWER_CHARS or len(b) > MAX_ANSWER_CHARS:
         return False
     try:
-        same = numbers_equal(a, b)
-        if same is not None:
-            return same
-        pa, pb = _base_numeral(a), _base_numeral(b)
-        if pa is not None and pb is not None:
-            return pa == pb
+        fast = _fast_equal(a, b)
     except Exception:  # noqa: BLE001 - model output must never crash scoring
         return False
-    return _bounded_math_equal(a, b, timeout_s)
+    return fast if fast is not None else _bounded_math_equal(a, b, timeout_s)
 
 
 # ----------------------------------------------------------------------------- verifiers

@@ -36,7 +36,7 @@ from rlvr.rewards.scoring import score_rollouts
 from rlvr.rollout.engine import sample
 from rlvr.train.lag_queue import LagQueue, ScoredGroup
 from rlvr.train.state import TrainState, sampling_generator
-from rlvr.train.step import Collected, staleness
+from rlvr.train.step import Collected, oldest_versions, staleness
 from rlvr.train.weights import WeightStore
 from rlvr.types import ScoredBatch
 
@@ -47,7 +47,7 @@ def make_groups(cfg, batch: ScoredBatch, worker: int, chunk: int) -> tuple[list,
     With DAPO dynamic sampling, groups that are all right or all wrong are filtered
     (reason ``zero_variance``: no learning signal)."""
     G, rb = batch.group_size, batch.rollouts
-    oldest_B = rb.versions.masked_fill(~rb.completion_mask, torch.iinfo(rb.versions.dtype).max).min(-1).values
+    oldest_B = oldest_versions(rb.versions, rb.completion_mask)
     mixed_P = mixed_outcome_groups(batch.correct_P_G())
     kept, filtered = [], []
     for i in range(batch.n_groups):

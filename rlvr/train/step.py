@@ -141,10 +141,14 @@ def finish(st: TrainState, m: dict, got: Collected, elapsed_s: float) -> dict:
     return m
 
 
+def oldest_versions(versions_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> torch.Tensor:
+    """(B,) the OLDEST policy version among each row's real tokens."""
+    return versions_B_T.masked_fill(~mask_B_T, torch.iinfo(versions_B_T.dtype).max).min(-1).values
+
+
 def staleness(version: int, versions_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> torch.Tensor:
-    """(B,) trainer version minus the OLDEST policy version among each row's real tokens."""
-    big = torch.iinfo(versions_B_T.dtype).max
-    return version - versions_B_T.masked_fill(~mask_B_T, big).min(-1).values
+    """(B,) trainer version minus the oldest policy version among each row's real tokens."""
+    return version - oldest_versions(versions_B_T, mask_B_T)
 
 
 # ----------------------------------------------------------------------------- collect (sync)

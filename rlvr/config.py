@@ -102,6 +102,10 @@ def _check_ranges(obj, section: str) -> None:
                 raise ConfigError(f"{key}: must be {rng.describe()} (got {v!r})")
 
 
+DTYPES = ("auto", "float32", "bfloat16")
+"""The values of ``model.dtype``."""
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     kind: str = "tiny"
@@ -120,8 +124,13 @@ class ModelConfig:
     """Tie the LM head to the token embedding."""
     fp32_logits: bool = True
     """LM head and log-softmax in float32 whatever the rest runs in (ScaleRL's FP32-logits fix)."""
-    dtype: str = "float32"
-    """Compute dtype: "float32" or "bfloat16" (autocast; master weights stay float32)."""
+    dtype: str = "auto"
+    """Compute dtype: "auto", "float32" or "bfloat16" (bf16 autocast; master weights, optimiser state,
+    the LM head and log-softmax (fp32_logits) stay float32). "auto" is resolved once, when the run
+    starts, and the run's config.yaml records the result: on a CUDA GPU bfloat16 where
+    ``torch.cuda.is_bf16_supported()``, else float32; on the CPU bfloat16 only where a measurement of
+    bf16 autocast matmuls at this model's shapes is >= 1.1x faster than float32 (measured once per
+    machine, cached under ``<cache>/machine/``; see ``rlvr.model.precision``)."""
     path: str = ""
     """HF model: local directory or hub name (e.g. "Qwen/Qwen2.5-0.5B-Instruct")."""
     init_from: str = ""
@@ -137,10 +146,14 @@ class ModelConfig:
         _check_ranges(self, "model")
         _check(self.kind in ("tiny", "hf"), "model.kind", f"unknown {self.kind!r}; use tiny or hf")
         _check(self.mlp in ("swiglu", "gelu"), "model.mlp", "use swiglu or gelu")
-        _check(self.dtype in ("float32", "bfloat16"), "model.dtype", "use float32 or bfloat16")
+        _check(self.dtype in DTYPES, "model.dtype", "use auto, float32 or bfloat16")
         _check(self.d_model % self.n_head == 0, "model.d_model", "must be divisible by model.n_head")
         _check((self.d_model // self.n_head) % 2 == 0, "model.n_head", "head size must be even (RoPE)")
         _check(self.kind != "hf" or bool(self.path), "model.path", "set it for model.kind=hf")
+
+    def with_dtype(self, dtype: str) -> ModelConfig:
+        """This config with ``dtype`` instead (e.g. pretraining: always "float32")."""
+        return dataclasses.replace(self, dtype=dtype)
 
 
 RANGES["model"] = {

@@ -15,6 +15,9 @@ TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=
 def _private_cache(tmp_path_factory):
     if "RLVR_CACHE" not in os.environ:
         os.environ["RLVR_CACHE"] = str(tmp_path_factory.mktemp("rlvr-cache"))
+    # model.dtype=auto resolves to float32 without measuring: results must not depend on whether
+    # this CPU runs bf16 fast (tests/unit/test_precision.py unsets it to test the measurement)
+    os.environ.setdefault("RLVR_AUTO_DTYPE", "float32")
     torch.set_num_threads(1)  # tiny matrices: threads cost more than they give, and CI runs one process
     yield
 

@@ -109,6 +109,22 @@ def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, A
     return summarize(trained, ks, seed=args.seed)
 
 
+def _machine(args: argparse.Namespace) -> dict[str, Any]:
+    """The machine record of a checkpoint evaluation: the trained checkpoint's precision (its saved
+    model.dtype, auto resolved as loading resolves it), and the base's when it differs."""
+    from rlvr.machine import machine_info
+    from rlvr.model.io import resolve_device
+    from rlvr.model.precision import checkpoint_precision
+
+    dev = resolve_device("auto")  # where generate_samples puts the models
+    info = machine_info(checkpoint_precision(args.checkpoint, dev).dtype, dev)
+    if args.base:
+        base = checkpoint_precision(args.base, dev).dtype
+        if base != info["precision"]:
+            info["base_precision"] = base
+    return info
+
+
 def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
     from rlvr.eval.generate import generate_samples, perplexity_under
     from rlvr.eval.samples import write_samples
@@ -133,6 +149,7 @@ def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str
         write_samples(out / "base_samples.jsonl", base)
         ppl = {"trained": perplexity_under(args.base, trained), "base": perplexity_under(args.base, base)}
         result = compare(base, trained, ks, perplexity_under_base=ppl, seed=args.seed)
+    result["machine"] = _machine(args)
     write_json(out / "eval.json", result)
     return result
 
@@ -172,7 +189,17 @@ def _tables(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[li
 
 
 def print_result(result: dict[str, Any]) -> None:
-    """Print the pass@k table and the other metrics (rich when installed, plain text otherwise)."""
+    """Print the pass@k table and the other metrics (rich when installed, plain text otherwise), then
+    the machine line when the result has one."""
+    _print_tables(result)
+    if result.get("machine"):
+        from rlvr.machine import machine_line
+
+        base = result["machine"].get("base_precision")
+        print("machine: " + machine_line(result["machine"]) + (f" (base {base})" if base else ""))
+
+
+def _print_tables(result: dict[str, Any]) -> None:
     header, rows, other = _tables(result)
     try:
         from rich.console import Console

@@ -29,6 +29,7 @@ def run(args) -> int:
         from rlvr.errors import UserError
 
         raise UserError("rlvr pretrain trains the tiny model only; set model.kind=tiny")
-    final = pretrain(cfg.model, cfg.pretrain, args.out, mode) if args.out else base_model(cfg.model, cfg.pretrain, mode)
+    model_cfg = cfg.model.with_dtype("float32")  # pretraining is float32 whatever model.dtype (RL's precision)
+    final = pretrain(model_cfg, cfg.pretrain, args.out, mode) if args.out else base_model(model_cfg, cfg.pretrain, mode)
     print(final)
     return 0

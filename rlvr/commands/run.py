@@ -73,6 +73,10 @@ def print_summary(result: dict, run_dir, report, times: dict) -> None:
     for name, r in result.get("retention", {}).get("trained", {}).items():
         rb = result["retention"]["base"][name]
         print(f"retention {name:12s} accuracy {rb['accuracy']:.3f} -> {r['accuracy']:.3f}")
+    if result.get("machine"):
+        from rlvr.machine import machine_line
+
+        print("machine: " + machine_line(result["machine"]))
     print("time: " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
     if report:
         print(f"report: {report}")

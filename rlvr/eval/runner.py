@@ -13,7 +13,9 @@ from rlvr.eval.plots import plot_all
 from rlvr.eval.samples import write_samples
 from rlvr.eval.summary import compare
 from rlvr.log import warn
-from rlvr.model.io import load_policy
+from rlvr.machine import machine_info
+from rlvr.model.io import load_policy, resolve_device
+from rlvr.model.precision import apply_dtype, config_spec, resolve_dtype
 from rlvr.tasks.base import task_equivalence
 from rlvr.tasks.registry import get_task
 
@@ -33,13 +35,19 @@ def retention(model, tok, cfg: RunConfig, n_problems: int = 100) -> dict:
 
 def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Path, out_dir: str | Path,
                   task=None) -> dict:
-    """Sample both models on the same held-out problems and compare them; returns eval.json."""
+    """Sample both models on the same held-out problems and compare them; returns eval.json (with
+    the ``machine`` it ran on). Both compute in the run's ``model.dtype``, resolved as training
+    resolves it (the base checkpoint is saved float32, whatever the run's precision)."""
     out = Path(out_dir)
     task = task or get_task(cfg.task.name, **cfg.task.knobs)
     problems = task.problems("heldout", cfg.train.eval_problems)
     n = cfg.train.final_eval_samples
+    device = resolve_device(cfg.train.device)
+    precision = resolve_dtype(cfg.model.dtype, device, lambda: config_spec(cfg.model))
     base, tok = load_policy(base_ckpt, device=cfg.train.device)
     trained, _ = load_policy(trained_ckpt, device=cfg.train.device)
+    for model in (base, trained):
+        apply_dtype(model, precision.dtype)
     base_rows = samples_for(base, tok, task, problems, n, cfg.sampling, cfg.train.seed + 101)
     trained_rows = samples_for(trained, tok, task, problems, n, cfg.sampling, cfg.train.seed + 101)
     write_samples(out / "base_samples.jsonl", base_rows)
@@ -48,6 +56,7 @@ def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Pat
     result = compare(base_rows, trained_rows, perplexity_under_base=ppl, seed=cfg.train.seed,
                      equal=task_equivalence(task))  # maj@n pools answers as the task compares them
     result["retention"] = {"base": retention(base, tok, cfg), "trained": retention(trained, tok, cfg)}
+    result["machine"] = machine_info(precision.dtype, device)
     (out / "eval.json").write_text(json.dumps(result, indent=2))
     try:
         plot_all(result, out / "plots")

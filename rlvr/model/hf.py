@@ -86,8 +86,16 @@ class HFPolicy(nn.Module):
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         why = native_unsupported(self.lm, cfg)
         self.native_off = "native=False" if native is False else why
-        fuse = cfg.dtype == "float32"  # the lean sampling path computes in float32 only
+        fuse = cfg.dtype != "bfloat16"  # the lean sampling path computes in float32 only (an unresolved auto too)
         self.native = NativeDecoder(self.lm, fuse) if self.native_off is None else None  # uses the HF modules
+
+    def set_dtype(self, dtype: str) -> None:
+        """Compute in ``dtype`` from now on ("float32" | "bfloat16"; the stored weights are unchanged)."""
+        if dtype == self.cfg.dtype:
+            return
+        self.cfg = dataclasses.replace(self.cfg, dtype=dtype)
+        if self.native is not None:  # its lean sampling path is float32 only
+            self.native = NativeDecoder(self.lm, dtype != "bfloat16")
 
     @property
     def device(self) -> torch.device:

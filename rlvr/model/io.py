@@ -14,6 +14,7 @@ import torch
 
 from rlvr.errors import UserError
 from rlvr.model.hf import load_hf_policy
+from rlvr.model.precision import resolve_model
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.paths import replace_dir, temp_dir_beside
@@ -44,11 +45,17 @@ def looks_like_hf_name(name: str) -> bool:
 
 def load_policy(directory: str | Path, device: str | None = None):
     """-> (model, tokenizer) from an rlvr checkpoint or HF model directory; the model is moved to
-    ``device`` (a ``train.device`` value, see :func:`resolve_device`) when given."""
-    if device is not None:
-        dev = resolve_device(device)
-        model, tok = load_policy(directory)
-        return model.to(dev), tok
+    ``device`` (a ``train.device`` value, see :func:`resolve_device`) when given. A checkpoint saved
+    with ``dtype: auto`` (or an HF model without rlvr's sidecar) computes in what
+    :func:`rlvr.model.precision.resolve_dtype` picks for that device; an explicit dtype is kept."""
+    dev = resolve_device(device) if device is not None else torch.device("cpu")
+    model, tok = _load(directory)
+    model = model.to(dev)
+    resolve_model(model, dev)
+    return model, tok
+
+
+def _load(directory: str | Path):
     d = Path(directory)
     if not d.exists() and looks_like_hf_name(str(directory)):  # hub name or tiny-hf:<arch>
         return load_hf_policy(str(directory))

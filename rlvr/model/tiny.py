@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -133,7 +133,8 @@ class Block(nn.Module):
 
 def autocast_for(device: torch.device, dtype: str) -> tuple[str, bool]:
     """(device_type, enabled) of the autocast region for weights on ``device`` with compute ``dtype``:
-    autocast follows the weights (as the KV cache does), never a hard-coded "cpu"."""
+    autocast follows the weights (as the KV cache does), never a hard-coded "cpu". An unresolved
+    "auto" computes in float32 (``rlvr.model.precision`` resolves it where a policy is built)."""
     return torch.device(device).type, dtype == "bfloat16"
 
 
@@ -165,6 +166,10 @@ class TinyGPT(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.embed.weight.device
+
+    def set_dtype(self, dtype: str) -> None:
+        """Compute in ``dtype`` from now on ("float32" | "bfloat16"; weights stay float32)."""
+        self.cfg = replace(self.cfg, dtype=dtype)
 
     def _autocast(self):
         kind, on = autocast_for(self.device, self.cfg.dtype)

@@ -22,6 +22,7 @@ from rlvr.analysis.curves import fit_sigmoid
 from rlvr.errors import UserError
 from rlvr.eval.support import CATEGORIES, CROSSOVER_LABEL
 from rlvr.log import read_metrics
+from rlvr.machine import machine_line
 from rlvr.report import figures
 
 MIN_FIT_POINTS = 5
@@ -67,6 +68,7 @@ class RunData:
     config_text: str | None
     rows: list[dict] = field(default_factory=list)
     eval: dict | None = None
+    machine: dict | None = None  # machine.json of the run, else eval.json's "machine"
 
 
 def load_run(path: Path, name: str | None = None) -> RunData:
@@ -85,7 +87,20 @@ def load_run(path: Path, name: str | None = None) -> RunData:
         except json.JSONDecodeError as e:
             raise UserError(f"{path / 'eval.json'}: not valid JSON ({e.msg}); re-run rlvr eval") from None
     return RunData(name or path.resolve().name, path, cfg.read_text() if cfg.is_file() else None,
-                   read_metrics(path), result)
+                   read_metrics(path), result, _machine(path, result))
+
+
+def _machine(path: Path, result: dict | None) -> dict | None:
+    """The run's machine record: ``machine.json`` (written when training starts), else the one in
+    eval.json; None when neither has one (older runs) or machine.json is unreadable."""
+    try:
+        info = json.loads((path / "machine.json").read_text())
+        if isinstance(info, dict):
+            return info
+    except (OSError, ValueError):
+        pass
+    info = (result or {}).get("machine")
+    return info if isinstance(info, dict) else None
 
 
 def _unique_names(paths: Sequence[Path]) -> list[str]:
@@ -177,7 +192,10 @@ def summary_section(runs: Sequence[RunData]) -> str:
             _last(r.rows, "flops"),
         ])
     note = "" if all(r.eval for r in runs) else _missing("eval.json missing for some runs: pass@k not logged")
-    return '<section id="summary"><h2>Summary</h2>' + _table(head, rows, "summary-table") + note + "</section>"
+    machines = "".join(f"<li><b>{_e(r.name)}</b>: {_e(machine_line(r.machine))}</li>" for r in runs)
+    return ('<section id="summary"><h2>Summary</h2>' + _table(head, rows, "summary-table") + note
+            + "<p class='meta'>machine (CPU, flags, threads, versions, precision):</p>"
+            + f"<ul class='machine meta'>{machines}</ul></section>")
 
 
 def training_section(runs: Sequence[RunData]) -> str:

@@ -46,6 +46,17 @@ def rank_world() -> tuple[int, int]:
     return 0, 1
 
 
+def from_rank0(make):
+    """``make()`` computed on rank 0 and broadcast to every rank (one decision for all, e.g. the
+    measured precision); without a process group just ``make()``."""
+    rank, world = rank_world()
+    if world == 1:
+        return make()
+    box = [make() if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def init_from_env(timeout_s: float = 300.0, backend: str | None = None) -> tuple[int, int]:
     """Initialise the process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR,
     MASTER_PORT); gloo on CPU, NCCL when CUDA is available. Every collective times out after

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -16,14 +17,16 @@ import torch
 from rlvr.config import RunConfig, dump_yaml, load_config
 from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress, warn
+from rlvr.machine import machine_info
+from rlvr.model.io import resolve_device
 from rlvr.paths import atomic_write
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.engine import sample
 from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, remove_partial, save_checkpoint
-from rlvr.train.distributed import LAUNCH, DataParallelSharding, DataParallelSource, rank_world
+from rlvr.train.distributed import LAUNCH, DataParallelSharding, DataParallelSource, from_rank0, rank_world
 from rlvr.train.pipeline import LocalBackend, Pipeline
 from rlvr.train.ray_backend import RayBackend
-from rlvr.train.state import TrainState, build_policy, build_state, fitting_problems
+from rlvr.train.state import TrainState, build_policy, build_state, fitting_problems, resolve_precision
 from rlvr.train.step import LOCAL, BatchSource, Sharding, SyncSource, rl_step
 from rlvr.train.validate import validate
 
@@ -91,7 +94,12 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
         validate(cfg)  # a typo must fail in the first second, before any pretraining
         run = Path(run_dir) if run_dir else new_run_dir(cfg)
         run.mkdir(parents=True, exist_ok=True)
+    cfg, precision = from_rank0(lambda: resolve_precision(cfg))  # model.dtype auto -> float32 | bfloat16
     atomic_write(run / "config.yaml", dump_yaml(cfg))  # a kill here must not leave a torn config
+    machine = machine_info(precision.dtype, resolve_device(cfg.train.device))
+    atomic_write(run / "machine.json", json.dumps(machine, indent=1))  # the machine of the latest (re)start
+    if rank_world()[0] == 0:
+        print(precision.line(), file=sys.stderr, flush=True)
     mode = progress or cfg.log.progress
     model, tok = build_policy(cfg, mode)
     st = build_state(cfg, model, tok)
@@ -138,5 +146,5 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
         except OSError:  # only a line whose write already failed (and was reported) is pending
             pass
     atomic_write(run / "train_summary.json", json.dumps({"steps": st.step, "counters": st.counters,
-                                                          "wall_s": st.wall_s}, indent=1))
+                                                          "wall_s": st.wall_s, "machine": machine}, indent=1))
     return run

@@ -19,6 +19,7 @@ import torch
 
 from rlvr.config import ModelConfig, PretrainConfig, config_hash, to_dict
 from rlvr.log import MetricsLog, Progress
+from rlvr.machine import machine_info
 from rlvr.model.io import save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
@@ -96,12 +97,14 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     shutil.copytree(out / "milestone_1.00", out / "final", dirs_exist_ok=True)
     (out / "pretrain.json").write_text(json.dumps({
         "model": to_dict(model_cfg), "pretrain": to_dict(pre), "params": model.num_params(),
-        "steps": total, "tokens": tokens, "wall_s": time.time() - t0, "milestones": milestones}, indent=1))
+        "steps": total, "tokens": tokens, "wall_s": time.time() - t0, "milestones": milestones,
+        "machine": machine_info("bfloat16" if model_cfg.dtype == "bfloat16" else "float32")}, indent=1))
     return out / "final"
 
 
 def base_model(model_cfg: ModelConfig, pre: PretrainConfig, progress: str = "auto") -> Path:
     """The cached base checkpoint for this (model, pretrain) config, pretrained on first use."""
+    model_cfg = model_cfg.with_dtype("float32")  # pretraining (and its cache key) stays float32 whatever model.dtype
     d = cache_root() / "base" / pretrain_key(model_cfg, pre)
     if (d / "final" / "model.safetensors").exists() and (d / "pretrain.json").exists():
         return d / "final"

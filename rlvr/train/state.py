@@ -4,6 +4,7 @@ built from a config: policy, task, training problems, optimiser, reference model
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import threading
 from dataclasses import dataclass, field, fields
@@ -17,6 +18,7 @@ from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.hf import load_hf_policy
 from rlvr.model.io import load_policy, resolve_device
+from rlvr.model.precision import Precision, apply_dtype, config_spec, resolve_dtype
 from rlvr.rollout.engine import sample_params
 from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
@@ -96,9 +98,22 @@ def get_task(cfg: RunConfig):
     return registry_get(cfg.task.name, **cfg.task.knobs)
 
 
+def resolve_precision(cfg: RunConfig) -> tuple[RunConfig, Precision]:
+    """``cfg`` with ``model.dtype`` resolved ("auto" -> "float32" | "bfloat16" for ``train.device`` and
+    the model's shapes: see :mod:`rlvr.model.precision`), and the :class:`Precision` saying why. The
+    one place a run's precision is decided: the loop calls it before it saves config.yaml."""
+    prec = resolve_dtype(cfg.model.dtype, resolve_device(cfg.train.device), lambda: config_spec(cfg.model))
+    if prec.dtype != cfg.model.dtype:
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dtype=prec.dtype))
+    return cfg, prec
+
+
 def build_policy(cfg: RunConfig, progress: str = "auto"):
     """(model, tokenizer) on ``train.device``: ``model.init_from`` if set, else the cached pretrained
-    tiny base (or the HF model of ``model.path``)."""
+    tiny base (or the HF model of ``model.path``), computing in ``model.dtype`` (resolved here if it
+    is still "auto"), whatever dtype the checkpoint was saved with."""
+    if cfg.model.dtype == "auto":
+        cfg, _ = resolve_precision(cfg)
     device = resolve_device(cfg.train.device)
     if cfg.model.init_from:
         model, tok = load_policy(cfg.model.init_from)
@@ -106,6 +121,7 @@ def build_policy(cfg: RunConfig, progress: str = "auto"):
         model, tok = load_hf_policy(cfg.model.path, cfg.model)
     else:
         model, tok = load_policy(base_model(cfg.model, cfg.pretrain, progress))
+    apply_dtype(model, cfg.model.dtype)
     return model.to(device), tok
 
 

@@ -29,6 +29,9 @@ def test_base_model_is_cached(tmp_path, monkeypatch):
     mtime = (first / "model.safetensors").stat().st_mtime_ns
     again = base_model(cfg.model, cfg.pretrain, "none")
     assert again == first and (again / "model.safetensors").stat().st_mtime_ns == mtime
+    meta = json.loads((first.parent / "pretrain.json").read_text())
+    assert meta["machine"]["precision"] == "float32" and meta["machine"]["cpu"]  # pretraining is float32
+    assert meta["model"]["dtype"] == "float32" and cfg.model.dtype == "auto"
 
 
 def test_pretrain_cli_bad_input(tmp_path, capsys):

@@ -33,6 +33,12 @@ def test_tiny_main_job_end_to_end(tiny_overrides, tmp_path, capsys):
     assert (run_dir / "report.html").exists()
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2]
+    # model.dtype=auto (pinned to float32 in tests): the run records what it resolved to, and where
+    assert "dtype: float32" in (run_dir / "config.yaml").read_text()
+    machine = json.loads((run_dir / "machine.json").read_text())
+    assert machine["precision"] == "float32" and machine["cpu"] and "avx2" in machine["flags"]
+    assert ev["machine"]["precision"] == "float32" and ev["machine"]["torch"] == machine["torch"]
+    assert "machine: " in out and "precision float32" in (run_dir / "report.html").read_text()
 
 
 def test_cli_help_lists_every_command():

@@ -93,3 +93,23 @@ def test_bad_inputs_exit_2(files: tuple[Path, Path], tmp_path: Path, capsys: pyt
     assert "checkpoint ckpt does not exist" in capsys.readouterr().err
     assert main(["eval", str(tmp_path), "--out", str(tmp_path)]) == 2  # no --task
     assert "--task" in capsys.readouterr().err
+
+
+def test_checkpoint_eval_records_the_machine(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import torch
+
+    from rlvr.config import ModelConfig
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    save_policy(TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2, context=64), tok.vocab_size), tok,
+                tmp_path / "ck")
+    assert main(["eval", str(tmp_path / "ck"), "--task", "arithmetic", "--n", "2", "--problems", "2",
+                 "--out", str(tmp_path / "out")]) == 0
+    machine = json.loads((tmp_path / "out" / "eval.json").read_text())["machine"]
+    assert machine["precision"] == "float32" and machine["cpu"]  # auto, pinned to float32 by conftest
+    out = capsys.readouterr().out
+    assert "machine: " in out and "precision float32" in out

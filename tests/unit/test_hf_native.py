@@ -136,3 +136,24 @@ def test_fallbacks_and_cache_misuse(dirs, monkeypatch):
     cache.key_mask[:, ids.shape[1]] = True
     with pytest.raises(RuntimeError, match="NativeCache"):
         m.decode_step(torch.tensor([5, 6, 7]), cache)  # gradient on now: the key layout would not match
+
+
+def test_dtype_auto_resolves_on_load_and_set_dtype_switches_the_paths(dirs, monkeypatch, tmp_path):
+    from rlvr.model import precision
+    from rlvr.model.io import load_policy
+
+    m, _ = load_hf_policy(str(dirs["llama"]), CFG)  # dtype auto, unresolved: computes as float32
+    assert CFG.dtype == "auto" and m.native.fuse
+    m.set_dtype("bfloat16")
+    assert m.cfg.dtype == "bfloat16" and not m.native.fuse and m.new_cache(1, 4).k.dtype == torch.bfloat16
+    m.set_dtype("float32")
+    assert m.native.fuse
+    spec = precision.dir_spec(dirs["llama"])  # from config.json: one layer's q, k, v, o, gate, up, down
+    shapes = {(lin.in_features, lin.out_features) for lin in m.lm.model.layers[0].modules()
+              if isinstance(lin, torch.nn.Linear)}
+    assert spec["kind"] == "linear" and {tuple(s) for s in spec["shapes"]} == shapes
+    monkeypatch.delenv(precision.ENV_PIN, raising=False)
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path))  # the fake measurement stays out of the session cache
+    monkeypatch.setattr(precision, "measure", lambda s: {"ratio": 3.0})
+    loaded, _ = load_policy(dirs["llama"], device="cpu")  # no rlvr sidecar: auto, resolved here
+    assert loaded.cfg.dtype == "bfloat16" and not loaded.native.fuse

@@ -204,3 +204,20 @@ def test_cli_report_default_paths_and_errors(tmp_path, monkeypatch, capsys, fast
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "x.html")]) == 2
     assert not (tmp_path / "x.html").exists()
+
+
+def test_summary_shows_each_runs_machine(tmp_path, fast_png, fixture_html):
+    assert "<b>run_small</b>: machine not recorded" in fixture_html  # an older run: no machine.json
+    from rlvr.machine import machine_info, machine_line
+
+    a = _copy_run(FIXTURE, tmp_path / "a")
+    info = machine_info("bfloat16")
+    (a / "machine.json").write_text(json.dumps(info))
+    b = _copy_run(FIXTURE, tmp_path / "b")  # no machine.json: the one in eval.json
+    ev = json.loads((b / "eval.json").read_text())
+    ev["machine"] = {**info, "precision": "float32"}
+    (b / "eval.json").write_text(json.dumps(ev))
+    html = write_report([a, b], tmp_path / "r.html").read_text()
+    summary = html[html.index('id="summary"'): html.index('id="training"')]
+    assert "precision bfloat16" in summary and "precision float32" in summary
+    assert machine_line(info).split(" (")[0] in summary

@@ -1,0 +1,250 @@
+"""``model.dtype: auto`` (rlvr.model.precision) and the machine record (rlvr.machine).
+
+The measurement is faked (``precision.measure`` monkeypatched) except in one test that runs it for
+real on a small model, to keep it fast.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.config import ModelConfig, load_config
+from rlvr.machine import FLAGS, cpu_info, machine_info, machine_line
+from rlvr.model import precision
+from rlvr.model.io import load_policy, save_policy
+from rlvr.model.tiny import TinyGPT
+from rlvr.model.tokenizer import CharTokenizer
+from rlvr.paths import cache_root
+from rlvr.train.pretrain import base_model, pretrain_key
+from rlvr.train.state import build_policy, resolve_precision
+
+SMALL = ModelConfig(n_layer=1, d_model=32, n_head=2, context=64)
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """Unpinned ``auto``, a private cache, and a fake measurement: ``fake.ratio`` is what it reports,
+    ``fake.calls`` the workloads it was asked to measure."""
+    monkeypatch.delenv(precision.ENV_PIN, raising=False)
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
+
+    class Fake:
+        ratio = 2.0
+        calls: list[dict] = []
+
+        def __call__(self, spec):
+            self.calls.append(spec)
+            return {"ratio": self.ratio, "train_ratio": self.ratio, "decode_ratio": self.ratio, "repeats": 3}
+
+    f = Fake()
+    f.calls = []
+    monkeypatch.setattr(precision, "measure", f)
+    return f
+
+
+def _tiny_checkpoint(d: Path, dtype: str = "auto") -> Path:
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    save_policy(TinyGPT(SMALL.with_dtype(dtype), tok.vocab_size), tok, d)
+    return d
+
+
+# ----------------------------------------------------------------------------- machine record
+def test_machine_info_keys_and_types():
+    info = machine_info("float32")
+    assert set(info) == {"cpu", "cpu_family", "cpu_model", "flags", "logical_cores", "torch_threads", "torch",
+                         "python", "cuda_device", "precision"}
+    assert isinstance(info["cpu"], str) and info["cpu"]
+    assert info["cpu_family"] is None or isinstance(info["cpu_family"], int)
+    assert info["cpu_model"] is None or isinstance(info["cpu_model"], int)
+    assert set(info["flags"]) == set(FLAGS) and all(isinstance(v, bool) for v in info["flags"].values())
+    assert isinstance(info["logical_cores"], int) and info["logical_cores"] >= 1
+    assert info["torch_threads"] == torch.get_num_threads() and info["torch"] == torch.__version__
+    assert info["python"].count(".") == 2 and info["cuda_device"] is None and info["precision"] == "float32"
+    json.dumps(info)  # what run directories store
+    assert machine_info()["precision"] is None and machine_info(device="cpu")["cuda_device"] is None
+    line = machine_line(info)
+    assert info["cpu"] in line and "precision float32" in line and f"torch {torch.__version__}" in line
+    assert machine_line(None) == "machine not recorded"
+
+
+def test_cpu_info_reads_the_first_processor_and_falls_back(tmp_path):
+    f = tmp_path / "cpuinfo"
+    f.write_text("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: Test CPU 9000\n"
+                 "flags\t\t: fpu avx2 avx512f amx_bf16\n\nprocessor\t: 1\nmodel name\t: Other\n")
+    info = cpu_info(f)
+    assert info == {"model_name": "Test CPU 9000", "family": 25, "model": 17,
+                    "flags": ["amx_bf16", "avx2", "avx512f", "fpu"]}
+    missing = cpu_info(tmp_path / "nope")
+    assert missing["family"] is None and missing["flags"] == [] and isinstance(missing["model_name"], str)
+
+
+# ----------------------------------------------------------------------------- resolution
+def test_auto_resolves_by_the_measurement(fake):
+    fake.ratio = 2.9
+    p = precision.resolve_dtype("auto", "cpu", precision.tiny_spec(SMALL))
+    assert p.dtype == "bfloat16" and p.requested == "auto"
+    assert p.line().startswith("precision: bfloat16 (bf16 autocast 2.90x faster than fp32 at this model's shapes")
+    assert "cached " + str(cache_root() / "machine") in p.line()
+    fake.ratio = 0.03
+    other = ModelConfig(n_layer=1, d_model=64, n_head=2)  # another shape: measured on its own
+    q = precision.resolve_dtype("auto", "cpu", precision.tiny_spec(other))
+    assert q.dtype == "float32" and "bf16 autocast 0.03x the speed of fp32" in q.line()
+    fake.ratio = 1.05  # faster, but under the margin
+    third = ModelConfig(n_layer=1, d_model=96, n_head=2)
+    assert precision.resolve_dtype("auto", "cpu", precision.tiny_spec(third)).dtype == "float32"
+    assert len(fake.calls) == 3
+
+
+def test_measurement_is_cached_once_and_reused(fake):
+    spec = precision.tiny_spec(SMALL)
+    a = precision.resolve_dtype("auto", "cpu", spec)
+    files = list((cache_root() / "machine").glob("bf16-*.json"))
+    assert len(files) == 1 and len(fake.calls) == 1
+    stored = json.loads(files[0].read_text())
+    assert stored["ratio"] == 2.0 and stored["key"]["workload"] == spec and stored["measured"]
+    assert stored["key"]["threads"] == torch.get_num_threads() and stored["key"]["torch"] == torch.__version__
+    fake.ratio = 0.5  # a second call must not measure again (it would now say float32)
+    b = precision.resolve_dtype("auto", "cpu", lambda: spec)
+    assert b.dtype == a.dtype == "bfloat16" and len(fake.calls) == 1
+    n = torch.get_num_threads()  # the thread count is part of the key
+    torch.set_num_threads(n + 1)
+    try:
+        assert precision.resolve_dtype("auto", "cpu", spec).dtype == "float32" and len(fake.calls) == 2
+    finally:
+        torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("garbage", ["{not json", '{"ratio": "fast"}', '{"ratio": -1, "key": {}}', "[]"])
+def test_a_corrupt_cache_file_is_measured_again(fake, garbage):
+    spec = precision.tiny_spec(SMALL)
+    path = precision.cache_path(precision.cache_key(spec))
+    path.parent.mkdir(parents=True)
+    path.write_text(garbage)
+    with pytest.warns(RuntimeWarning, match="unreadable precision measurement"):
+        p = precision.resolve_dtype("auto", "cpu", spec)
+    assert p.dtype == "bfloat16" and len(fake.calls) == 1
+    assert json.loads(path.read_text())["ratio"] == 2.0  # rewritten whole
+
+
+def test_cuda_picks_by_bf16_support_without_measuring(fake, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    for supported, want in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, s=supported, **k: s)
+        p = precision.resolve_dtype("auto", torch.device("cuda"), lambda: pytest.fail("no shapes on CUDA"))
+        assert p.dtype == want and "Fake GPU" in p.reason
+    assert fake.calls == []
+    hf = ModelConfig(kind="hf", path="/nowhere")  # HF models resolve the same way
+    assert precision.resolve_dtype(hf.dtype, "cuda", lambda: precision.config_spec(hf)).dtype == "float32"
+
+
+def test_explicit_dtypes_pins_and_unknown_shapes(fake, monkeypatch):
+    for d in ("float32", "bfloat16"):
+        p = precision.resolve_dtype(d, "cpu", lambda: pytest.fail("not measured"))
+        assert p.dtype == d and p.line() == f"precision: {d} (model.dtype={d} in the config)"
+    monkeypatch.setenv(precision.ENV_PIN, "bfloat16")
+    assert precision.resolve_dtype("auto", "cpu", None).dtype == "bfloat16"
+    monkeypatch.setenv(precision.ENV_PIN, "fp16")
+    with pytest.raises(Exception, match="RLVR_AUTO_DTYPE"):
+        precision.resolve_dtype("auto", "cpu", None)
+    monkeypatch.delenv(precision.ENV_PIN)
+    assert precision.resolve_dtype("auto", "cpu", lambda: None).dtype == "float32"  # shapes unknown
+    assert precision.resolve_dtype("auto", "meta", None).dtype == "float32"
+    assert fake.calls == []
+    with pytest.raises(Exception, match="model.dtype"):
+        ModelConfig(dtype="fp16")
+    assert ModelConfig().dtype == "auto"
+
+
+def test_specs_match_the_models():
+    m = TinyGPT(ModelConfig(n_layer=3, d_model=48, n_head=2, mlp="gelu", dtype="float32"), 50)
+    spec = precision.model_spec(m)
+    assert spec == {"kind": "tiny", "d_model": 48, "n_head": 2, "mlp": "gelu", "context": 96, "fp32_logits": True}
+    assert spec == precision.tiny_spec(m.cfg.with_dtype("auto"))  # neither the dtype nor the depth is in it
+    spec = precision.hf_spec({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                              "intermediate_size": 256})
+    assert spec == {"kind": "linear", "shapes": [[64, 64], [64, 32], [64, 32], [64, 64], [64, 256], [64, 256],
+                                                 [256, 64]]}
+    assert precision.hf_spec({"vocab_size": 10}) is None
+
+
+def test_real_measurement_is_fast_and_well_formed(monkeypatch):
+    monkeypatch.setattr(precision, "BUDGET_S", 0.3)
+    t0 = time.perf_counter()
+    m = precision.measure(precision.tiny_spec(SMALL))
+    assert time.perf_counter() - t0 < 6  # < 2 s on a quiet machine; the margin is for a busy one
+    assert {"ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s", "repeats", "train_tokens"} <= set(m)
+    assert all(m[k] > 0 for k in ("ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s"))
+    state = torch.get_rng_state()
+    precision.measure(precision.hf_spec({"hidden_size": 32, "num_attention_heads": 2}))
+    assert torch.equal(torch.get_rng_state(), state)  # the global RNG is untouched
+
+
+# ----------------------------------------------------------------------------- where it is used
+def test_run_config_and_policy_get_the_resolved_dtype(fake, tmp_path):
+    ck = _tiny_checkpoint(tmp_path / "init", dtype="float32")
+    cfg = load_config("quickstart", [f"model.init_from={ck}", "model.d_model=32", "model.n_head=2"])
+    assert cfg.model.dtype == "auto"
+    resolved, p = resolve_precision(cfg)
+    assert resolved.model.dtype == p.dtype == "bfloat16" and cfg.model.dtype == "auto"
+    assert fake.calls == [precision.tiny_spec(SMALL)]  # init_from's own shapes
+    model, _ = build_policy(resolved, "none")
+    assert model.cfg.dtype == "bfloat16"  # the run's dtype, not the checkpoint's float32
+    model, _ = build_policy(cfg, "none")  # still auto: resolved there, from the cache
+    assert model.cfg.dtype == "bfloat16" and len(fake.calls) == 1
+
+
+@pytest.mark.filterwarnings("ignore:step 1:RuntimeWarning")
+def test_a_run_saves_the_resolved_dtype_and_its_machine(fake, tmp_path, capsys):
+    from rlvr.train.loop import train
+
+    fake.ratio = 0.5
+    ck = _tiny_checkpoint(tmp_path / "init")
+    over = [f"model.init_from={ck}", "model.d_model=32", "model.n_head=2", "model.context=64", "train.steps=1",
+            "algo.prompts_per_step=2", "algo.group_size=2", "sampling.max_new_tokens=8",
+            "sampling.interruption_budget=0", "train.eval_problems=2", "log.progress=none",
+            "task.retention_tasks=[]", f"train.out_dir={tmp_path}"]
+    run = train(load_config("quickstart", over), run_dir=tmp_path / "run", progress="none")
+    saved = load_config(run / "config.yaml")
+    assert saved.model.dtype == "float32"  # the resolved value, not "auto"
+    machine = json.loads((run / "machine.json").read_text())
+    assert machine["precision"] == "float32" and set(machine) >= {"cpu", "flags", "torch_threads"}
+    assert json.loads((run / "train_summary.json").read_text())["machine"] == machine
+    assert "precision: float32 (bf16 autocast 0.50x the speed of fp32" in capsys.readouterr().err
+    step = sorted((run / "checkpoints").iterdir())[-1]
+    assert json.loads((step / "model_config.json").read_text())["dtype"] == "float32"
+
+
+def test_load_policy_resolves_a_saved_auto(fake, tmp_path):
+    auto = _tiny_checkpoint(tmp_path / "auto")
+    model, _ = load_policy(auto, device="cpu")
+    assert model.cfg.dtype == "bfloat16" and precision.checkpoint_precision(auto).dtype == "bfloat16"
+    kept = _tiny_checkpoint(tmp_path / "f32", dtype="float32")
+    assert load_policy(kept)[0].cfg.dtype == "float32" and precision.saved_dtype(kept) == "float32"
+    assert precision.saved_dtype(tmp_path / "nothing") == "auto"
+    assert len(fake.calls) == 1
+
+
+def test_pretraining_keeps_its_float32_key(monkeypatch, tmp_path):
+    """auto, float32 and bfloat16 configs share one float32 base: the cache key of the old default."""
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
+    pre = load_config("quickstart").pretrain
+    seen = []
+
+    def fake_pretrain(model_cfg, pre_cfg, out, progress="auto"):
+        seen.append(model_cfg.dtype)
+        (Path(out) / "final").mkdir(parents=True)
+        (Path(out) / "final" / "model.safetensors").write_text("x")
+        (Path(out) / "pretrain.json").write_text("{}")
+        return Path(out) / "final"
+
+    monkeypatch.setattr("rlvr.train.pretrain.pretrain", fake_pretrain)
+    dirs = {d: base_model(ModelConfig(dtype=d), pre, "none") for d in ("auto", "float32", "bfloat16")}
+    assert len(set(dirs.values())) == 1 and seen == ["float32"]
+    assert dirs["auto"].parent.name == pretrain_key(ModelConfig(dtype="float32"), pre)

@@ -178,7 +178,10 @@ class TaskConfig:
     majority_vote; the verifier reward, a mix with a verifier weight and No-Positive-Resampling would
     use the held-out labels, so they are refused (ConfigError)."""
     retention_tasks: tuple[str, ...] = ("strings",)
-    """Non-target tasks evaluated for general-ability retention."""
+    """Non-target tasks evaluated for general-ability retention (greedy accuracy; each built with the
+    corpus's knobs for it, ``pretrain.task_knobs``: see docs/methods/testbed.md)."""
+    retention_problems: int = 200
+    """Held-out problems of each retention task in ``rlvr run``'s evaluation."""
 
     def __post_init__(self):
         _check_ranges(self, "task")
@@ -186,7 +189,7 @@ class TaskConfig:
                "must be >= 1 with task.test_time=true (it is the training set)")
 
 
-RANGES["task"] = {"train_size": NON_NEGATIVE, "heldout_size": NON_NEGATIVE}
+RANGES["task"] = {"train_size": NON_NEGATIVE, "heldout_size": NON_NEGATIVE, "retention_problems": at_least(1)}
 
 
 @dataclass(frozen=True)
@@ -207,10 +210,13 @@ class PretrainConfig:
     """Share of corpus solutions that carry a plausible error (leaves room for RL)."""
     truncated_frac: float = 0.05
     """Share of corpus solutions cut at a random point."""
-    mix: dict = field(default_factory=lambda: {"arithmetic": 0.7, "countdown": 0.1, "strings": 0.2})
+    mix: dict = field(default_factory=lambda: {"arithmetic": 0.6, "countdown": 0.1, "strings": 0.3})
     """Task weights of the corpus."""
-    task_knobs: dict = field(default_factory=dict)
-    """Constructor knobs per corpus task, e.g. {arithmetic: {max_operands: 2}} (match task.knobs)."""
+    task_knobs: dict = field(default_factory=lambda: {"strings": {"max_len": 4, "letters": "abcdefgh"}})
+    """Constructor knobs per corpus task, e.g. {arithmetic: {max_operands: 2}} (match task.knobs). A
+    retention task is built with these knobs too. The default strings knobs (words of 3-4 letters
+    from a-h) make retention non-degenerate: the default base solves them at 0.2-0.8 where it
+    solves none of the 26-letter words (docs/results.md, "The testbed matrix")."""
     seed: int = 0
     """Seed of corpus and initialisation."""
 

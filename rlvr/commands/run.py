@@ -70,9 +70,8 @@ def print_summary(result: dict, run_dir, report, times: dict) -> None:
         print("support: " + ", ".join(f"{k}={v}" for k, v in c.items()))
     if result.get("crossover"):
         print(f"crossover k (base above trained beyond the 95% interval): {result['crossover']['text']}")
-    for name, r in result.get("retention", {}).get("trained", {}).items():
-        rb = result["retention"]["base"][name]
-        print(f"retention {name:12s} accuracy {rb['accuracy']:.3f} -> {r['accuracy']:.3f}")
+    for line in retention_lines(result.get("retention") or {}):
+        print(line)
     if result.get("machine"):
         from rlvr.machine import machine_line
 
@@ -80,3 +79,21 @@ def print_summary(result: dict, run_dir, report, times: dict) -> None:
     print("time: " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
     if report:
         print(f"report: {report}")
+
+
+def retention_lines(ret: dict) -> list[str]:
+    """``retention strings greedy accuracy 0.420 [0.355, 0.490] -> 0.405 [...], delta -0.015
+    [-0.060, +0.030]`` per retention task (95% intervals over problems; the delta's is paired)."""
+
+    def ci(r: dict) -> str:
+        return f" [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]" if r.get("ci") else ""
+
+    out = []
+    for name, r in (ret.get("trained") or {}).items():
+        rb = ret["base"][name]
+        line = f"retention {name} greedy accuracy {rb['accuracy']:.3f}{ci(rb)} -> {r['accuracy']:.3f}{ci(r)}"
+        d = (ret.get("delta") or {}).get(name)
+        if d:
+            line += f", delta {d['delta']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
+        out.append(line)
+    return out

@@ -1,5 +1,5 @@
 """Base-vs-trained evaluation of a run: held-out pass@k, support, entropies,
-perplexity under the base, and general-ability retention on the non-math tasks.
+perplexity under the base, and general-ability retention (:mod:`rlvr.eval.retention`).
 Writes ``samples.jsonl``, ``base_samples.jsonl``, ``eval.json`` and plots."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from rlvr.config import RunConfig
 from rlvr.eval.generate import perplexity_of_rows, samples_for
 from rlvr.eval.plots import plot_all
+from rlvr.eval.retention import retention, retention_delta
 from rlvr.eval.samples import write_samples
 from rlvr.eval.summary import compare
 from rlvr.log import warn
@@ -18,19 +19,6 @@ from rlvr.model.io import load_policy, resolve_device
 from rlvr.model.precision import apply_dtype, config_spec, resolve_dtype
 from rlvr.tasks.base import task_equivalence
 from rlvr.tasks.registry import get_task
-
-
-def retention(model, tok, cfg: RunConfig, n_problems: int = 100) -> dict:
-    """Accuracy (greedy and sampled) and perplexity of gold answers on each retention task."""
-    out = {}
-    for name in cfg.task.retention_tasks:
-        task = get_task(name)
-        problems = task.problems("heldout", n_problems)
-        rows = samples_for(model, tok, task, problems, 4, cfg.sampling, cfg.train.seed + 11)
-        gold = [{"prompt": p.prompt, "completion": p.solutions[0] if p.solutions else p.answer} for p in problems]
-        out[name] = {"accuracy": sum(r["correct"] for r in rows) / max(1, len(rows)),
-                     "gold_perplexity": perplexity_of_rows(model, tok, gold).get("mean")}
-    return out
 
 
 def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Path, out_dir: str | Path,
@@ -55,7 +43,10 @@ def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Pat
     ppl = {"trained": perplexity_of_rows(base, tok, trained_rows), "base": perplexity_of_rows(base, tok, base_rows)}
     result = compare(base_rows, trained_rows, perplexity_under_base=ppl, seed=cfg.train.seed,
                      equal=task_equivalence(task))  # maj@n pools answers as the task compares them
-    result["retention"] = {"base": retention(base, tok, cfg), "trained": retention(trained, tok, cfg)}
+    n_ret, seed = cfg.task.retention_problems, cfg.train.seed
+    ret = {"base": retention(base, tok, cfg, n_ret, seed), "trained": retention(trained, tok, cfg, n_ret, seed)}
+    ret["delta"] = {name: retention_delta(ret["base"][name], r, seed) for name, r in ret["trained"].items()}
+    result["retention"] = ret
     result["machine"] = machine_info(precision.dtype, device)
     (out / "eval.json").write_text(json.dumps(result, indent=2))
     try:

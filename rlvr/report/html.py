@@ -273,13 +273,21 @@ def _retention(evals: Mapping[str, Mapping]) -> str:
         ret = e.get("retention") or {}
         for task, t in (ret.get("trained") or {}).items():
             b = (ret.get("base") or {}).get(task) or {}
-            rows.append([name, task, b.get("accuracy"), t.get("accuracy"), b.get("gold_perplexity"),
-                         t.get("gold_perplexity")])
+            d = (ret.get("delta") or {}).get(task) or {}
+            rows.append([name, task, b.get("accuracy"), _ci(b.get("ci")), t.get("accuracy"), _ci(t.get("ci")),
+                         d.get("delta"), _ci(d.get("ci")), b.get("gold_perplexity"), t.get("gold_perplexity")])
     if not rows:
         return ""
-    head = ["run", "task", "base accuracy", "trained accuracy", "base gold ppl", "trained gold ppl"]
+    head = ["run", "task", "base accuracy", "95% CI", "trained accuracy", "95% CI", "delta", "95% CI (paired)",
+            "base gold ppl", "trained gold ppl"]
     table = _table(head, rows, "retention-table")
-    return f"<div id='retention'><h3>Retention (non-target tasks)</h3>{table}</div>"
+    return (f"<div id='retention'><h3>Retention (non-target tasks, greedy accuracy)</h3>{table}"
+            "<p class='meta'>Intervals: 95% bootstrap over problems; the delta's is paired over the same "
+            "problems.</p></div>")
+
+
+def _ci(ci) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
 
 
 def _fit_run(run: RunData) -> tuple[Any, list[Any]]:

@@ -31,7 +31,8 @@ class StringsTask:
     """Reverse / sort / uppercase a random lowercase word.
 
     Knobs: ``min_len``/``max_len`` (word length, 1..16, default 3..6), ``ops`` (subset of "RSU",
-    default "RSU": R reverse, S sort letters, U uppercase), ``heldout_frac`` (default 0.15),
+    default "RSU": R reverse, S sort letters, U uppercase), ``letters`` (the lowercase letters words
+    are drawn from, default all 26), ``heldout_frac`` (default 0.15),
     ``pool_size`` (distinct problems drawn when n=None, default 5000), ``seed`` (default 0).
     """
 
@@ -42,6 +43,7 @@ class StringsTask:
         min_len: int = 3,
         max_len: int = 6,
         ops: str = "RSU",
+        letters: str = _LETTERS,
         heldout_frac: float = 0.15,
         pool_size: int = 5000,
         seed: int = 0,
@@ -49,15 +51,17 @@ class StringsTask:
         check_range("len", min_len, max_len, 1, 16)
         if not ops or set(ops) - set(OPS) or len(set(ops)) != len(ops):
             raise UserError(f"bad ops={ops!r}; use a non-empty subset of 'RSU' (reverse, sort, upper)")
+        if not letters or set(letters) - set(_LETTERS) or len(set(letters)) != len(letters):
+            raise UserError(f"bad letters={letters!r}; use distinct lowercase letters a-z, e.g. 'abcdefgh'")
         check_frac("heldout_frac", heldout_frac)
         if pool_size < 1:
             raise UserError(f"bad pool_size={pool_size!r}; use an integer >= 1")
-        self.min_len, self.max_len, self.ops, self.seed = min_len, max_len, ops, seed
+        self.min_len, self.max_len, self.ops, self.letters, self.seed = min_len, max_len, ops, letters, seed
         self._pool = ProblemPool(self.name, seed, self._sample, heldout_frac, pool_size)
 
     def _sample(self, rng: random.Random) -> Problem | None:
         op = rng.choice(self.ops)
-        word = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(self.min_len, self.max_len)))
+        word = "".join(rng.choice(self.letters) for _ in range(rng.randint(self.min_len, self.max_len)))
         ans = transform(op, word)
         return Problem("", f"{op}:{word}\n", ans, (f"A:{ans}",), {"op": OPS[op], "word": word})
 
@@ -88,6 +92,7 @@ class StringsTask:
             ans[i], ans[i + 1] = ans[i + 1], ans[i]
         else:
             i = rng.randrange(len(ans))
-            letters = _LETTERS.upper() if ans[i].isupper() else _LETTERS
+            pool = self.letters if len(self.letters) > 1 else _LETTERS  # a mistake stays in the alphabet
+            letters = pool.upper() if ans[i].isupper() else pool
             ans[i] = rng.choice([c for c in letters if c != ans[i]])
         return "A:" + "".join(ans)

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import EXCURSION_PIPELINES, RunConfig, SamplingConfig, config_hash, dump_yaml, to_dict
+from rlvr.config import EXCURSION_PIPELINES, RunConfig, config_hash, dump_yaml, to_dict
 from rlvr.errors import UserError
 from rlvr.eval.generate import samples_for
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
+from rlvr.eval.retention import retention_eval, retention_task
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy, save_policy
-from rlvr.tasks.registry import get_task as task_by_name
 from rlvr.train.averaging import parallel_step
 from rlvr.train.pretrain import base_model
 from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
@@ -192,11 +192,11 @@ def evaluate_policy(cfg: RunConfig, model, tok, task) -> dict:
     out.update({f"pass@{k}_ci": [float(a), float(b)] for k, a, b in zip(ks, lo, hi)})
     out["response_len"] = sum(r["num_tokens"] for r in rows) / max(1, len(rows))
     for name in cfg.task.retention_tasks:
-        rt = task_by_name(name)
+        rt = retention_task(cfg, name)
         rp = rt.problems("heldout", ex.retention_problems)
-        greedy = SamplingConfig(temperature=0.0, max_new_tokens=24)
-        rr = samples_for(model, tok, rt, rp, 1, greedy, cfg.train.seed)
-        out[f"retention_{name}"] = sum(r["correct"] for r in rr) / max(1, len(rr))
+        r = retention_eval(model, tok, rt, rp, cfg.train.seed)
+        out[f"retention_{name}"] = r["accuracy"]
+        out[f"retention_{name}_ci"] = r["ci"]
         with torch.no_grad():  # likelihood of the gold answers: moves even where accuracy is 0
             out[f"retention_{name}_nll"] = float(sft_loss(model, tok, [(p.prompt, p.solutions[0]) for p in rp]))
     return out
@@ -295,7 +295,8 @@ def budget_note(cfg: RunConfig) -> str:
 
 
 def metric_names(rows: list[dict]) -> list[str]:
-    keys = [f"pass@{k}" for k in KS] + sorted({k for r in rows for k in r if k.startswith("retention_")})
+    keys = [f"pass@{k}" for k in KS] + sorted({k for r in rows for k in r if k.startswith("retention_")
+                                                      and not k.endswith("_ci")})
     return [k for k in keys if any(k in r for r in rows)]
 
 

@@ -33,7 +33,8 @@ def validate(cfg: RunConfig) -> None:
     for name in cfg.pretrain.mix:
         _known(name, sorted(TASKS), f"pretrain.mix.{name}", "task")
     for name, knobs in cfg.pretrain.task_knobs.items():
-        _known(name, sorted(cfg.pretrain.mix), f"pretrain.task_knobs.{name}", "task of pretrain.mix")
+        _known(name, sorted({*cfg.pretrain.mix, *cfg.task.retention_tasks}), f"pretrain.task_knobs.{name}",
+               "task of pretrain.mix or task.retention_tasks")
         allowed = knob_names(resolve(name))
         for knob in knobs if allowed is not None else ():
             _known(knob, allowed, f"pretrain.task_knobs.{name}.{knob}", f"knob of task {name!r}")

@@ -45,3 +45,50 @@ def test_cli_help_lists_every_command():
     out = subprocess.run([sys.executable, "-m", "rlvr.cli", "--help"], capture_output=True, text=True).stdout
     for name in ("run", "pretrain", "train", "eval", "fit", "weights", "collapse", "report", "config"):
         assert name in out
+
+
+RUN_ARGS = ["algo.prompts_per_step=4", "algo.group_size=4", "train.steps=2", "train.eval_problems=6",
+            "train.final_eval_samples=4", "task.retention_problems=6", "sampling.max_new_tokens=24",
+            "sampling.interruption_budget=16", "--quiet"]
+
+
+def _without_times(obj):
+    """A metrics line or eval.json with its wall-clock fields dropped (they differ run to run)."""
+    if isinstance(obj, dict):
+        return {k: _without_times(v) for k, v in obj.items() if not k.endswith("_s") and k != "wall_s"}
+    if isinstance(obj, list):
+        return [_without_times(v) for v in obj]
+    return obj
+
+
+def test_same_machine_seed_and_config_give_identical_numbers(tiny_overrides, tmp_path, capsys):
+    """Determinism: two `rlvr run`s of one config on one machine (the base pretrained once for each,
+    in separate caches) give bit-identical base weights, metrics, trained weights and eval.json."""
+    import os
+
+    from safetensors.torch import load_file
+
+    from rlvr.log import read_metrics
+    from rlvr.train.checkpoint import latest_good_checkpoint
+
+    runs = []
+    for i in range(2):
+        os.environ["RLVR_CACHE"], old = str(tmp_path / f"cache{i}"), os.environ["RLVR_CACHE"]
+        try:
+            assert main(["run", *tiny_overrides, *RUN_ARGS, "--run-dir", str(tmp_path / f"run{i}")]) == 0
+        finally:
+            os.environ["RLVR_CACHE"] = old
+        runs.append(tmp_path / f"run{i}")
+    out = capsys.readouterr().out
+    assert "retention strings greedy accuracy" in out and "delta" in out
+    bases = sorted((tmp_path / "cache0" / "base").glob("*/final/model.safetensors")) + \
+        sorted((tmp_path / "cache1" / "base").glob("*/final/model.safetensors"))
+    assert len(bases) == 2 and bases[0].read_bytes() == bases[1].read_bytes()
+    a, b = ([_without_times(r) for r in read_metrics(r)] for r in runs)
+    assert a == b and len(a) == 2
+    wa, wb = (load_file(str(latest_good_checkpoint(r) / "model.safetensors")) for r in runs)
+    assert wa.keys() == wb.keys() and all(wa[k].equal(wb[k]) for k in wa)
+    ea, eb = (_without_times(json.loads((r / "eval.json").read_text())) for r in runs)
+    assert ea == eb
+    ret = ea["retention"]
+    assert ret["base"]["strings"]["problems"] == 6 and len(ret["delta"]["strings"]["ci"]) == 2

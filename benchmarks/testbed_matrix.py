@@ -1,0 +1,224 @@
+"""The testbed matrix: does the default `rlvr run` hold across pretraining seeds, RL seeds and
+precisions? (docs/results.md, "The testbed matrix")
+
+Each cell is one real `rlvr run` (a subprocess, as a user runs it) with `pretrain.seed=P
+train.seed=R model.dtype=D` plus any extra overrides; the cells of one pretraining seed share that
+seed's base model, pretrained first (one `rlvr pretrain` per seed, timed). A cell's result is
+saved in OUT/cells/<cell>/cell.json when its run ends, so a killed matrix resumes where it stopped
+(finished cells are read back, an unfinished cell is run again from the cached base). Cells run
+`--workers` at a time, each with cores/workers torch threads.
+
+Checks, each computed from the cells (docs/methods/testbed.md):
+  gain      held-out pass@1 trained - base >= --min-gain in every cell (200 problems x 16 samples)
+  base      base pass@1 in [0.10, 0.35] in every cell
+  curve     the held-out curve does not fall over the last third of training (rlvr.analysis.trend)
+  retention the base's retention accuracy in [0.2, 0.8] (greedy, non-degenerate)
+
+    python benchmarks/testbed_matrix.py [--pretrain-seeds 0,1,2] [--rl-seeds 0,1] [--dtypes machine]
+        [--workers 2] [--out runs/testbed_matrix] [k=v ...]
+
+--dtypes: comma list of float32 / bfloat16, or "machine" (default): float32, plus bfloat16 where
+model.dtype=auto picks it on this machine. Writes OUT/matrix.json and OUT/matrix.md (the table of
+docs/results.md) and prints min / median / max gain. Exit 0 when every check passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_RANGE = (0.10, 0.35)
+RETENTION_RANGE = (0.2, 0.8)
+QUICK = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=64", "pretrain.tokens=20000",
+         "pretrain.batch_size=8", "pretrain.warmup_steps=2", "train.steps=3", "train.eval_every=1",
+         "train.eval_problems=8", "train.final_eval_samples=2", "task.retention_problems=8",
+         "algo.prompts_per_step=4", "algo.group_size=4", "sampling.max_new_tokens=16",
+         "sampling.interruption_budget=12"]
+
+
+def cell_name(p: int, r: int, dtype: str) -> str:
+    return f"p{p}-r{r}-{dtype}"
+
+
+def machine_dtypes() -> list[str]:
+    """float32, plus bfloat16 where `model.dtype=auto` resolves to it for the default model here."""
+    from rlvr.config import ModelConfig
+    from rlvr.model.precision import resolve_dtype, tiny_spec
+
+    auto = resolve_dtype("auto", "cpu", tiny_spec(ModelConfig())).dtype
+    return ["float32"] + (["bfloat16"] if auto == "bfloat16" else [])
+
+
+def _env(threads: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env.pop("RLVR_AUTO_DTYPE", None)  # the cell's dtype is explicit; nothing pins it
+    return env
+
+
+def _rlvr(args: list[str], log: Path, threads: int) -> float:
+    """Run `rlvr ARGS` with its output in ``log``; -> wall seconds. Raises on a non-zero exit."""
+    t0 = time.time()
+    with log.open("w") as f:
+        rc = subprocess.call([sys.executable, "-m", "rlvr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+                             env=_env(threads), cwd=ROOT)
+    if rc != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise RuntimeError(f"rlvr {' '.join(args)} exited {rc}; log {log}:\n{tail}")
+    return time.time() - t0
+
+
+def pretrain_base(out: Path, p: int, overrides: list[str], threads: int) -> dict:
+    """Pretrain (or find cached) the base of pretraining seed ``p``; its wall time is recorded once."""
+    d = out / "bases" / f"p{p}"
+    done = d / "base.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    wall = _rlvr(["pretrain", "quickstart", f"pretrain.seed={p}", *overrides, "--plain"], d / "pretrain.log",
+                 threads)
+    path = (d / "pretrain.log").read_text().strip().splitlines()[-1]
+    info = {"seed": p, "path": path, "wall_s": wall}
+    done.write_text(json.dumps(info, indent=1))
+    return info
+
+
+def cell_result(run: Path) -> dict:
+    """What the matrix keeps of one finished `rlvr run` directory (pure: reads its files)."""
+    from rlvr.analysis.trend import last_part_change
+    from rlvr.config import load_config
+    from rlvr.log import read_metrics
+
+    ev = json.loads((run / "eval.json").read_text())
+    cfg = load_config(str(run / "config.yaml"))
+    b, t = ev["base"]["pass_at_k"]["1"], ev["trained"]["pass_at_k"]["1"]
+    lo, hi = ev["crossover"]["base_minus_trained_ci"]["1"]
+    rows = [r for r in read_metrics(run) if "heldout_pass_rate" in r]
+    n = cfg.train.eval_problems * cfg.train.eval_samples
+    curve = last_part_change([r["step"] for r in rows], [r["heldout_pass_rate"] for r in rows], n,
+                             total_steps=cfg.train.steps)
+    ret = {name: {"base": r["accuracy"], "base_ci": r.get("ci"), "trained": ev["retention"]["trained"][name]["accuracy"],
+                  **({"delta": ev["retention"]["delta"][name]["delta"], "delta_ci": ev["retention"]["delta"][name]["ci"]}
+                     if "delta" in ev["retention"] else {})}
+           for name, r in ev["retention"]["base"].items()}
+    summary = json.loads((run / "train_summary.json").read_text())
+    return {"base_pass1": b, "trained_pass1": t, "gain": t - b, "gain_ci": [-hi, -lo],
+            "pass16": [ev["base"]["pass_at_k"].get("16"), ev["trained"]["pass_at_k"].get("16")],
+            "curve": curve, "curve_points": [[r["step"], r["heldout_pass_rate"]] for r in rows],
+            "retention": ret, "precision": cfg.model.dtype, "rl_wall_s": summary.get("wall_s"),
+            "machine": ev.get("machine")}
+
+
+def run_cell(out: Path, p: int, r: int, dtype: str, overrides: list[str], threads: int) -> dict:
+    d = out / "cells" / cell_name(p, r, dtype)
+    done = d / "cell.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    run = d / "run"
+    if run.exists():  # a killed cell: run it again (its base is cached)
+        import shutil
+
+        shutil.rmtree(run)
+    args = ["run", "quickstart", f"pretrain.seed={p}", f"train.seed={r}", f"model.dtype={dtype}", *overrides,
+            "--run-dir", str(run), "--plain"]
+    wall = _rlvr(args, d / "run.log", threads)
+    res = {"pretrain_seed": p, "rl_seed": r, "dtype": dtype, "wall_s": wall, **cell_result(run)}
+    tmp = d / "cell.json.tmp"
+    tmp.write_text(json.dumps(res, indent=1))
+    tmp.replace(done)
+    return res
+
+
+def checks(cells: list[dict], min_gain: float) -> dict[str, bool]:
+    """Each check of the module docstring over every cell."""
+    rets = [v["base"] for c in cells for v in c["retention"].values()]
+    return {
+        f"gain >= {min_gain:+.2f} in every cell": all(c["gain"] >= min_gain for c in cells),
+        f"base pass@1 in [{BASE_RANGE[0]}, {BASE_RANGE[1]}]": all(BASE_RANGE[0] <= c["base_pass1"] <= BASE_RANGE[1]
+                                                                 for c in cells),
+        "held-out curve does not fall over the last third": not any(c["curve"]["falls"] for c in cells),
+        f"base retention in [{RETENTION_RANGE[0]}, {RETENTION_RANGE[1]}]": bool(rets) and all(
+            RETENTION_RANGE[0] <= x <= RETENTION_RANGE[1] for x in rets),
+    }
+
+
+def _f(x, fmt="{:.3f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def markdown(cells: list[dict], bases: dict, min_gain: float, machine: str, command: str) -> str:
+    head = ["pretrain seed", "RL seed", "precision", "base pass@1", "trained pass@1", "gain [95% CI]",
+            "last-third change [95% CI]", "retention base -> trained (delta [95% CI])", "RL s", "cell s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in cells:
+        cv = c["curve"]
+        curve = "-" if cv["change"] is None else f"{cv['change']:+.3f} [{cv['lo']:+.3f}, {cv['hi']:+.3f}]"
+        ret = "; ".join(f"{n} {v['base']:.3f} -> {v['trained']:.3f}"
+                        + (f" ({v['delta']:+.3f} [{v['delta_ci'][0]:+.3f}, {v['delta_ci'][1]:+.3f}])"
+                           if "delta" in v else "") for n, v in c["retention"].items())
+        lines.append("| " + " | ".join([
+            str(c["pretrain_seed"]), str(c["rl_seed"]), c["precision"], _f(c["base_pass1"]), _f(c["trained_pass1"]),
+            f"{c['gain']:+.3f} [{c['gain_ci'][0]:+.3f}, {c['gain_ci'][1]:+.3f}]", curve, ret,
+            _f(c.get("rl_wall_s"), "{:.0f}"), _f(c["wall_s"], "{:.0f}")]) + " |")
+    gains = [c["gain"] for c in cells]
+    lines += ["", f"gain min / median / max: {min(gains):+.3f} / {statistics.median(gains):+.3f} / {max(gains):+.3f} "
+              f"over {len(cells)} cells", ""]
+    lines += [f"- base of pretraining seed {p}: {b['wall_s']:.0f} s to pretrain" for p, b in sorted(bases.items())]
+    lines += [""] + [f"- {'PASS' if ok else 'FAIL'}: {name}" for name, ok in checks(cells, min_gain).items()]
+    lines += ["", f"machine: {machine}", "", f"command: `{command}`", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pretrain-seeds", default="0,1,2")
+    ap.add_argument("--rl-seeds", default="0,1")
+    ap.add_argument("--dtypes", default="machine", help="float32,bfloat16 or 'machine' (see the docstring)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--min-gain", type=float, default=0.20)
+    ap.add_argument("--out", default=str(ROOT / "runs" / "testbed_matrix"))
+    ap.add_argument("--quick", action="store_true", help="a miniature (tiny model, 3 steps): checks the plumbing")
+    ap.add_argument("overrides", nargs="*", help="extra k=v overrides for every cell and base")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    overrides = (QUICK if a.quick else []) + a.overrides
+    ps = [int(x) for x in a.pretrain_seeds.split(",")]
+    rs = [int(x) for x in a.rl_seeds.split(",")]
+    dtypes = machine_dtypes() if a.dtypes == "machine" else a.dtypes.split(",")
+    workers = max(1, a.workers)
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    t0 = time.time()
+    with ThreadPoolExecutor(workers) as pool:  # the subprocesses do the work; threads only wait
+        bases = dict(zip(ps, pool.map(lambda p: pretrain_base(out, p, overrides, threads), ps)))
+        print(f"bases ready ({time.time() - t0:.0f}s): " + ", ".join(f"p{p} {b['wall_s']:.0f}s" for p, b in bases.items()),
+              flush=True)
+        grid = [(p, r, d) for d in dtypes for p in ps for r in rs]
+        cells, futures = [], [pool.submit(run_cell, out, p, r, d, overrides, threads) for p, r, d in grid]
+        for i, (f, (p, r, d)) in enumerate(zip(futures, grid), 1):
+            c = f.result()
+            cells.append(c)
+            print(f"[{i}/{len(grid)}] {cell_name(p, r, d)}: base {c['base_pass1']:.3f} -> {c['trained_pass1']:.3f} "
+                  f"({c['gain']:+.3f}), curve falls: {c['curve']['falls']}, {time.time() - t0:.0f}s", flush=True)
+    from rlvr.machine import machine_line
+
+    m = cells[0].get("machine") or {}
+    command = "python benchmarks/testbed_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(cells, bases, a.min_gain, machine_line({**m, "precision": ",".join(dtypes)}), command.strip())
+    (out / "matrix.md").write_text(text)
+    (out / "matrix.json").write_text(json.dumps({"cells": cells, "bases": bases, "checks": checks(cells, a.min_gain)},
+                                                indent=1))
+    print(text)
+    return 0 if all(checks(cells, a.min_gain).values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -104,10 +104,12 @@ def cell_result(run: Path) -> dict:
     n = cfg.train.eval_problems * cfg.train.eval_samples
     curve = last_part_change([r["step"] for r in rows], [r["heldout_pass_rate"] for r in rows], n,
                              total_steps=cfg.train.steps)
-    ret = {name: {"base": r["accuracy"], "base_ci": r.get("ci"), "trained": ev["retention"]["trained"][name]["accuracy"],
-                  **({"delta": ev["retention"]["delta"][name]["delta"], "delta_ci": ev["retention"]["delta"][name]["ci"]}
-                     if "delta" in ev["retention"] else {})}
-           for name, r in ev["retention"]["base"].items()}
+    ret = {}
+    for name, r in ev["retention"]["base"].items():
+        d = ev["retention"].get("delta", {}).get(name)
+        trained = ev["retention"]["trained"][name]["accuracy"]
+        ret[name] = {"base": r["accuracy"], "base_ci": r.get("ci"), "trained": trained,
+                     **({"delta": d["delta"], "delta_ci": d["ci"]} if d else {})}
     summary = json.loads((run / "train_summary.json").read_text())
     return {"base_pass1": b, "trained_pass1": t, "gain": t - b, "gain_ci": [-hi, -lo],
             "pass16": [ev["base"]["pass_at_k"].get("16"), ev["trained"]["pass_at_k"].get("16")],
@@ -199,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     with ThreadPoolExecutor(workers) as pool:  # the subprocesses do the work; threads only wait
         bases = dict(zip(ps, pool.map(lambda p: pretrain_base(out, p, overrides, threads), ps)))
-        print(f"bases ready ({time.time() - t0:.0f}s): " + ", ".join(f"p{p} {b['wall_s']:.0f}s" for p, b in bases.items()),
-              flush=True)
+        walls = ", ".join(f"p{p} {b['wall_s']:.0f}s" for p, b in bases.items())
+        print(f"bases ready ({time.time() - t0:.0f}s): {walls}", flush=True)
         grid = [(p, r, d) for d in dtypes for p in ps for r in rs]
         cells, futures = [], [pool.submit(run_cell, out, p, r, d, overrides, threads) for p, r, d in grid]
         for i, (f, (p, r, d)) in enumerate(zip(futures, grid), 1):

@@ -410,7 +410,7 @@ class TrainConfig:
     keep_last: int = 2
     """Rolling checkpoints to keep (milestones are kept too; 0 = keep every checkpoint)."""
     milestone_every: int = 0
-    """Also keep every checkpoint whose step is a multiple of this, never pruned (0 = none)."""
+    """Also write a checkpoint at every multiple of this step and keep it, never pruned (0 = none)."""
     seed: int = 0
     """Seed of sampling, data order and initialisation."""
     deterministic: bool = False

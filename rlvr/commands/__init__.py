@@ -11,6 +11,7 @@ COMMANDS = [
     "weights",
     "collapse",
     "excursions",
+    "reproduce",
     "report",
     "config",
 ]

@@ -141,6 +141,16 @@ def list_checkpoints(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
 
 
+def milestone_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The kept milestone checkpoints of a run (``train.milestone_every``), oldest first."""
+    return [c for c in list_checkpoints(Path(run_dir) / "checkpoints") if _is_milestone(c)]
+
+
+def checkpoint_step(c: Path) -> int:
+    """The step a checkpoint was saved at."""
+    return int(json.loads((c / "manifest.json").read_text())["step"])
+
+
 def verify_checkpoint(c: Path) -> str | None:
     """None if every file in the manifest is present with its checksum, else what is wrong."""
     try:

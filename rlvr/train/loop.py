@@ -134,9 +134,10 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
                 raise UserError(f"stopping: {st.nan_steps} steps had NaN/Inf loss or gradients "
                                 f"(train.max_nan_steps={cfg.train.max_nan_steps}); lower optim.lr")
             _log_line(log, m)  # before the checkpoint: a resume truncates to the checkpoint's step
-            if st.step % cfg.train.checkpoint_every == 0 or st.step == cfg.train.steps:
-                ms = cfg.train.milestone_every
-                save_checkpoint(run, st, cfg.train.keep_last, milestone=bool(ms) and st.step % ms == 0)
+            ms = cfg.train.milestone_every
+            milestone = bool(ms) and st.step % ms == 0
+            if st.step % cfg.train.checkpoint_every == 0 or st.step == cfg.train.steps or milestone:
+                save_checkpoint(run, st, cfg.train.keep_last, milestone=milestone)
             bar.update(1, **m)
     finally:
         source.close()

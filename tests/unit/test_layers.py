@@ -20,13 +20,14 @@ LAYERS = [
     {"rollout"},
     {"eval", "analysis", "report"},
     {"train"},
+    {"experiments"},
     {"commands"},
     {"cli", "__main__"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 # Layers whose modules import rlvr at the top of the file only. commands/ and cli import lazily on
 # purpose: `rlvr --help` must not pay for torch.
-TOP_LEVEL_ONLY = 5
+TOP_LEVEL_ONLY = 6
 
 
 def module_name(path: Path) -> str:

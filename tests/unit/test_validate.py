@@ -43,7 +43,8 @@ def test_task_names_are_registered():
     _fails(["task.name=arithmetc"], r"^task.name: unknown task 'arithmetc'; did you mean 'arithmetic'\?")
     _fails(["task.knobs={max_operand: 2}"], r"^task.knobs.max_operand: unknown knob .*did you mean 'max_operands'")
     _fails(["pretrain.mix={arithmetic: 1.0, strngs: 0.5}"], r"^pretrain.mix.strngs: unknown task 'strngs'")
-    _fails(["pretrain.task_knobs={gsm8k: {}}"], r"^pretrain.task_knobs.gsm8k: unknown task of pretrain.mix or task.retention_tasks")
+    _fails(["pretrain.task_knobs={gsm8k: {}}"],
+           r"^pretrain.task_knobs.gsm8k: unknown task of pretrain.mix or task.retention_tasks")
     _fails(["pretrain.task_knobs={arithmetic: {max_operand: 2}}"],
            r"^pretrain.task_knobs.arithmetic.max_operand: unknown knob")
 

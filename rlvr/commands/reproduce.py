@@ -1,0 +1,74 @@
+"""``rlvr reproduce``: list the declared experiments, or run one and write its results page."""
+
+from __future__ import annotations
+
+HELP = "Reproduce a paper's findings: a declared experiment with computed verdicts (list them without NAME)."
+EPILOG = """examples:
+  rlvr reproduce                              # the experiments, their cost and claims
+  rlvr reproduce boundary --quick             # the miniature (minutes): checks the machinery
+  rlvr reproduce boundary --seeds 3           # the full experiment; resumes from its cached cells
+  rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
+output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
+        (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("name", nargs="?", help="experiment to run (omit to list them)")
+    p.add_argument("--seeds", type=int, help="seeds of the seeded models (default: the experiment's)")
+    p.add_argument("--quick", action="store_true", help="the miniature form: tiny model, few samples")
+    p.add_argument("--out", help="output folder (default: runs/reproduce/NAME[-quick])")
+    p.add_argument("--max-minutes", type=float, help="start no new cell after this many minutes")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+
+
+def list_experiments() -> None:
+    from rlvr.experiments.spec import load, names
+
+    print(f"{'experiment':14s} {'full min':>8s} {'quick min':>9s} {'claims':>6s}  title")
+    for n in names():
+        e = load(n)
+        print(f"{n:14s} {e.minutes:8.0f} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
+    print("\nrun one: rlvr reproduce NAME [--quick] [--seeds N] [--out DIR] [--max-minutes M]")
+
+
+def run(args) -> int:
+    import sys
+    from pathlib import Path
+
+    from rlvr.errors import UserError
+
+    if not args.name:
+        list_experiments()
+        return 0
+    if args.seeds is not None and args.seeds < 1:
+        raise UserError(f"--seeds must be >= 1 (got {args.seeds})")
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        raise UserError(f"--max-minutes must be > 0 (got {args.max_minutes})")
+    from rlvr.experiments.spec import load
+
+    exp = load(args.name)
+    if args.quick:
+        exp = exp.quick_form()
+    seeds = args.seeds or exp.seeds
+    out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")
+    from rlvr.experiments.models import model_config
+    from rlvr.experiments.page import write_page
+    from rlvr.experiments.runner import check_claims, run_experiment, trajectories
+    from rlvr.machine import machine_info, machine_line
+    from rlvr.model.precision import config_spec, resolve_dtype
+
+    progress = "none" if args.quiet else ("plain" if args.plain else "auto")
+    res = run_experiment(exp, out, seeds, progress, args.max_minutes)
+    rows = check_claims(exp, out, seeds, res["failed"])
+    cfg = model_config(exp, exp.models["base"], None)
+    prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
+    command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
+    page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), res,
+                      machine_line(machine_info(prec)), command, args.quick)
+    width = max((len(r["id"]) for r in rows), default=10)
+    for r in rows:
+        print(f"{r['id']:{width}s}  {r['verdict']}")
+    print(f"page: {page}")
+    return 0

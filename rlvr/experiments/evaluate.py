@@ -1,0 +1,117 @@
+"""Sample a model n times on each of the first P held-out problems, streamed to disk in chunks
+(a killed evaluation resumes at the first missing chunk), then reduce the samples to per-problem
+statistics (``stats.json``) that the claims' measures read.
+
+Per-problem statistics (P entries each, problem order of the task's held-out split):
+``correct`` (c_p of n), ``token_entropy`` (token-weighted mean next-token entropy, nats),
+``answer_entropy`` (Shannon entropy of the final answers, nats, unparsed answers one category),
+``logppl_base`` / ``logppl_base_correct`` (mean per-token log-perplexity under the base model of
+the first ``perplexity`` samples / of the correct ones among them; None where there are none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rlvr.config import RunConfig
+from rlvr.eval.entropy import answer_entropy_of, token_entropy
+from rlvr.eval.generate import mean_logp_under, samples_for
+from rlvr.eval.samples import group_by_problem, load_samples, write_samples
+from rlvr.model.io import load_policy
+from rlvr.paths import atomic_write
+
+ROWS_PER_CHUNK = 8192  # samples per chunk file: a kill loses at most one chunk
+
+
+def chunk_problems(n: int) -> int:
+    """Problems per chunk: about :data:`ROWS_PER_CHUNK` samples, at least one problem."""
+    return max(1, ROWS_PER_CHUNK // n)
+
+
+def sample_chunks(model_dir: str | Path, cfg: RunConfig, task, problems: list, n: int, temperature: float,
+                  top_p: float, seed: int, out: Path, on_chunk: Callable[[int, int], None] | None = None) -> list[Path]:
+    """n samples per problem of ``model_dir``, in chunk files ``out/chunk_XXXX.jsonl`` (existing
+    chunks are kept: resume). Sampling settings are the config's (length, interruption) with
+    ``temperature`` and ``top_p``; chunk i samples with seed ``seed + i``. -> the chunk paths."""
+    sampling = dataclasses.replace(cfg.sampling, temperature=temperature, top_p=top_p, top_k=0)
+    per = chunk_problems(n)
+    out.mkdir(parents=True, exist_ok=True)
+    paths, model, tok = [], None, None
+    n_chunks = math.ceil(len(problems) / per)
+    for i in range(n_chunks):
+        path = out / f"chunk_{i:04d}.jsonl"
+        paths.append(path)
+        if not path.exists():
+            if model is None:
+                model, tok = load_policy(model_dir, device=cfg.train.device)
+            rows = samples_for(model, tok, task, problems[i * per:(i + 1) * per], n, sampling, seed + i)
+            write_samples(path, rows)  # atomic: a chunk file is whole or absent
+        if on_chunk:
+            on_chunk(i + 1, n_chunks)
+    return paths
+
+
+def per_problem_stats(rows: list[dict], problem_ids: list[str]) -> dict:
+    """Reduce sample rows to the per-problem statistics of the module docstring (no perplexity)."""
+    groups = group_by_problem(rows)
+    missing = [p for p in problem_ids if p not in groups]
+    if missing:
+        raise ValueError(f"{len(missing)} problems have no samples (first: {missing[0]})")
+    ns = {len(groups[p]) for p in problem_ids}
+    if len(ns) != 1:
+        raise ValueError(f"problems have different sample counts {sorted(ns)}")
+    correct, tok_ent, ans_ent = [], [], []
+    for p in problem_ids:
+        g = groups[p]
+        correct.append(sum(bool(r["correct"]) for r in g))
+        tok_ent.append(token_entropy([r["mean_entropy"] for r in g], [r["num_tokens"] for r in g]))
+        ans_ent.append(answer_entropy_of([r.get("answer") for r in g]))
+    return {"ids": list(problem_ids), "n": ns.pop(), "correct": correct, "token_entropy": tok_ent,
+            "answer_entropy": ans_ent}
+
+
+def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem_ids: list[str], m: int) -> dict:
+    """Per problem, the mean log-perplexity under the base of the first ``m`` samples, and of the
+    correct ones among them (None where none)."""
+    groups = group_by_problem(rows)
+    picked = [(p, r) for p in problem_ids for r in groups[p][:m]]
+    if not picked:
+        return {"logppl_base": [None] * len(problem_ids), "logppl_base_correct": [None] * len(problem_ids)}
+    base, tok = load_policy(base_dir, device=cfg.train.device)
+    with torch.no_grad():
+        lp = mean_logp_under(base, tok, [r["prompt"] for _, r in picked], [r["completion"] for _, r in picked])
+    by: dict[str, list[tuple[float, bool]]] = {}
+    for (p, r), x in zip(picked, lp):
+        if math.isfinite(x):
+            by.setdefault(p, []).append((-x, bool(r["correct"])))
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else None
+
+    return {"logppl_base": [mean([v for v, _ in by.get(p, [])]) for p in problem_ids],
+            "logppl_base_correct": [mean([v for v, ok in by.get(p, []) if ok]) for p in problem_ids]}
+
+
+def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, task, n_problems: int, n: int,
+                   temperature: float, top_p: float, perplexity: int, seed: int, out: Path,
+                   on_chunk: Callable[[int, int], None] | None = None) -> dict:
+    """Sample (resumably), reduce, score under the base; writes ``out/stats.json`` -> the stats."""
+    done = out / "stats.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    problems = task.problems("heldout", n_problems)
+    paths = sample_chunks(model_dir, cfg, task, problems, n, temperature, top_p, seed, out / "samples", on_chunk)
+    rows = [r for p in paths for r in load_samples(p)]
+    ids = [p.id for p in problems]
+    stats = per_problem_stats(rows, ids)
+    if perplexity:
+        stats.update(logppl_under(base_dir, cfg, rows, ids, perplexity))
+    stats.update(temperature=temperature, top_p=top_p, model=str(model_dir))
+    atomic_write(done, json.dumps(stats))
+    return stats

@@ -1,0 +1,150 @@
+"""The quantities claims are checked on: registered measures over per-problem statistics.
+
+A measure reads the per-problem statistics of evaluated models (:mod:`rlvr.experiments.evaluate`)
+through a ``get(eval, model, seed) -> stats`` lookup and returns one
+:class:`~rlvr.experiments.verdict.Estimate` per seed (the value and its 95% paired bootstrap
+interval over problems) plus ``details`` for the page. Seeds: those of ``model`` when it is seeded,
+else one; ``against`` is paired seed by seed when it is seeded too, else shared.
+
+Measures (formulas in docs/reproductions/README.md):
+
+- ``passk_diff`` (eval, model, against, k): mean_p [pass@k(model) - pass@k(against)], unbiased
+  pass@k (k = "max" means n); details carry the crossover k (smallest k where against > model beyond
+  the interval).
+- ``support_balance`` (eval, model, against): mean_p [S_p - E_p] at k = n, S_p = 1 when only
+  ``against`` solves p in n samples (shrunk), E_p = 1 when only ``model`` does (expanded); > 0 means
+  shrinkage outweighs expansion. Details: P/S/E/O counts, SRR, NDR, SDS, NSCR.
+- ``entropy_diff`` (eval, model, against, level: token | answer): mean_p [H_p(model) - H_p(against)].
+- ``ppl_diff`` (eval, model, against): mean_p [logPPL_base(model's correct samples) -
+  logPPL_base(against's own samples)] over problems where both exist; < 0 means the model's right
+  answers are ones the base already rates as more likely than its own typical output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvr.errors import UserError
+from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
+from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
+from rlvr.experiments.verdict import Estimate
+
+Get = Callable[[str, str, "int | None"], dict]
+
+
+@dataclass(frozen=True)
+class Measure:
+    compute: Callable[[Get, dict, list[int | None], list[int | None]], tuple[list[Estimate], dict]]
+    required: tuple[str, ...]
+    describe: Callable[[dict], str]
+
+    def check(self, args: dict, evals: dict, models: dict, where: str) -> None:
+        """Declaration-time check: the arguments exist and name declared evaluations/models."""
+        missing = [a for a in self.required if a not in args]
+        if missing:
+            raise UserError(f"{where}.args: missing {', '.join(missing)}")
+        ev = evals.get(args["eval"])
+        if ev is None:
+            raise UserError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
+        for key in ("model", "against"):
+            if key in args and args[key] not in ev.models:
+                raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']}")
+
+
+def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:
+    if per_problem.size == 0:
+        return Estimate(seed, float("nan"), float("nan"), float("nan"))
+    lo, hi = bootstrap_ci(per_problem, seed=boot_seed)
+    return Estimate(seed, float(per_problem.mean()), float(lo), float(hi))
+
+
+def _label(seed: int | None) -> str:
+    return "shared" if seed is None else f"s{seed}"
+
+
+def _pairs(get: Get, args: dict, seeds: list[int | None], against_seeds: list[int | None]):
+    """(seed, model stats, against stats) per seed of the model, against paired or shared."""
+    for i, s in enumerate(seeds):
+        a_seed = against_seeds[i] if len(against_seeds) == len(seeds) else against_seeds[0]
+        m, a = get(args["eval"], args["model"], s), get(args["eval"], args["against"], a_seed)
+        if m["ids"] != a["ids"]:
+            raise UserError(f"{args['model']} and {args['against']} were evaluated on different problems")
+        yield s, m, a
+
+
+def _k(args: dict, n: int) -> int:
+    k = n if args.get("k", "max") == "max" else int(args["k"])
+    if not 1 <= k <= n:
+        raise UserError(f"k={k} is outside 1..n={n}")
+    return k
+
+
+def passk_diff(get: Get, args: dict, seeds, against_seeds):
+    out, details = [], {"crossover": {}, "model": {}, "against": {}}
+    for s, m, a in _pairs(get, args, seeds, against_seeds):
+        n = min(m["n"], a["n"])
+        k = _k(args, n)
+        ks = sorted({1 << e for e in range(n.bit_length()) if (1 << e) <= n} | {n, k})
+        pm = pass_at_k_matrix([m["n"]] * len(m["correct"]), m["correct"], ks)  # (P, K)
+        pa = pass_at_k_matrix([a["n"]] * len(a["correct"]), a["correct"], ks)
+        j = ks.index(k)
+        out.append(_estimate(s, pm[:, j] - pa[:, j]))
+        cross = crossover_k(ks, pa, pm)
+        details["crossover"][_label(s)] = cross if cross is not None else f"none up to {ks[-1]}"
+        details["model"][_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pm.mean(0))}
+        details["against"][_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pa.mean(0))}
+    return out, details
+
+
+def support_balance(get: Get, args: dict, seeds, against_seeds):
+    out, details = [], {}
+    for s, m, a in _pairs(get, args, seeds, against_seeds):
+        sm, sa = np.asarray(m["correct"]) > 0, np.asarray(a["correct"]) > 0
+        shrunk, expanded = sa & ~sm, sm & ~sa
+        out.append(_estimate(s, shrunk.astype(float) - expanded.astype(float)))
+        cats = {str(i): classify(bool(x), bool(y)) for i, (x, y) in enumerate(zip(sa, sm))}
+        counts = support_counts(cats)
+        details[_label(s)] = {"counts": counts, "rates": support_rates(counts), "k": min(m["n"], a["n"])}
+    return out, details
+
+
+def entropy_diff(get: Get, args: dict, seeds, against_seeds):
+    key = {"token": "token_entropy", "answer": "answer_entropy"}[args["level"]]
+    out, details = [], {}
+    for s, m, a in _pairs(get, args, seeds, against_seeds):
+        d = np.array([x - y for x, y in zip(m[key], a[key]) if x is not None and y is not None])
+        out.append(_estimate(s, d))
+        details[_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
+                           "against": float(np.mean([y for y in a[key] if y is not None]))}
+    return out, details
+
+
+def ppl_diff(get: Get, args: dict, seeds, against_seeds):
+    out, details = [], {}
+    for s, m, a in _pairs(get, args, seeds, against_seeds):
+        if "logppl_base_correct" not in m or "logppl_base" not in a:
+            raise UserError(f"ppl_diff needs evaluation {args['eval']} with perplexity > 0")
+        d = np.array([x - y for x, y in zip(m["logppl_base_correct"], a["logppl_base"])
+                      if x is not None and y is not None])
+        out.append(_estimate(s, d))
+        details[_label(s)] = {"problems": int(d.size),
+                           "ppl_model_correct": float(np.exp(np.mean([x for x in m["logppl_base_correct"]
+                                                                      if x is not None] or [np.nan]))),
+                           "ppl_against": float(np.exp(np.mean([y for y in a["logppl_base"] if y is not None]
+                                                               or [np.nan])))}
+    return out, details
+
+
+MEASURES: dict[str, Measure] = {
+    "passk_diff": Measure(passk_diff, ("eval", "model", "against"),
+                          lambda a: f"pass@{a.get('k', 'max')} {a['model']} - {a['against']}"),
+    "support_balance": Measure(support_balance, ("eval", "model", "against"),
+                               lambda a: f"(shrunk - expanded) / problems, {a['model']} vs {a['against']}"),
+    "entropy_diff": Measure(entropy_diff, ("eval", "model", "against", "level"),
+                            lambda a: f"{a['level']} entropy (nats) {a['model']} - {a['against']}"),
+    "ppl_diff": Measure(ppl_diff, ("eval", "model", "against"),
+                        lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own"),
+}

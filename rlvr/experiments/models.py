@@ -1,0 +1,118 @@
+"""Train (or find) the models an experiment declares, one directory per model and seed, cached.
+
+``OUT/models/<name>[-s<seed>]/done.json`` records a finished model (its checkpoint path, the kept
+milestones of an RL run, the wall time) with a key over everything that decides it (the resolved
+config, the kind, the teacher); a changed declaration retrains. Kinds:
+
+- ``base``: the cached pretrained base of the config (``rlvr pretrain``; unseeded);
+- ``rl``: the config's RL recipe from the experiment's ``base`` through the train loop (resumed from
+  its last good checkpoint after a kill), keeping ``milestones`` evenly spaced checkpoints;
+- ``sft`` / ``sft_gold``: SFT from ``base`` on one / all gold traces of the training problems
+  (``excursions.steps`` steps at ``excursions.sft_lr``);
+- ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from rlvr.config import RunConfig, config_hash, load_config
+from rlvr.experiments.spec import Experiment, ModelSpec
+from rlvr.log import MetricsLog
+from rlvr.model.io import load_policy, save_policy
+from rlvr.paths import atomic_write
+from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
+from rlvr.train.excursions import run_pipeline
+from rlvr.train.loop import train
+from rlvr.train.pretrain import base_model
+from rlvr.train.state import get_task
+
+
+def model_id(name: str, seed: int | None) -> str:
+    return name if seed is None else f"{name}-s{seed}"
+
+
+def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfig:
+    """The resolved config of one model: the experiment's config, its overrides, the model's, the seed."""
+    return load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, f"train.seed={seed or 0}"])
+
+
+def _key(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str) -> str:
+    blob = json.dumps({"cfg": config_hash(cfg), "kind": spec.kind, "milestones": spec.milestones,
+                       "start": start, "teacher": teacher}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _done(d: Path, key: str) -> dict | None:
+    try:
+        info = json.loads((d / "done.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return info if info.get("key") == key else None
+
+
+def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict],
+                progress: str = "none") -> dict:
+    """Train (or reuse) one model -> {"path", "milestones", "wall_s", "key"}. ``built`` maps model
+    ids already built to their info (the base, a teacher)."""
+    cfg = model_config(exp, spec, seed)
+    d = out / "models" / model_id(spec.name, seed)
+    if spec.kind == "base":
+        t0 = time.time()
+        path = str(base_model(cfg.model, cfg.pretrain, progress))
+        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, "", "")}
+    start = built["base"]["path"]
+    teacher = ""
+    if spec.teacher:
+        t = exp.models[spec.teacher]
+        teacher = built[model_id(t.name, seed if t.seeded else None)]["path"]
+    key = _key(cfg, spec, start, teacher)
+    info = _done(d, key)
+    if info is not None:
+        return info
+    t0 = time.time()
+    if spec.kind == "rl":
+        info = _rl(cfg, spec, start, d, progress)
+    else:
+        info = _supervised(cfg, spec, start, teacher, d)
+    info.update(wall_s=time.time() - t0, key=key)
+    atomic_write(d / "done.json", json.dumps(info, indent=1))
+    return info
+
+
+def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> dict:
+    import dataclasses
+
+    every = max(1, cfg.train.steps // spec.milestones) if spec.milestones else 0
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_from=start),
+                              train=dataclasses.replace(cfg.train, milestone_every=every))
+    run = d / "run"
+    last = latest_good_checkpoint(run) if (run / "config.yaml").exists() else None
+    if last is None:
+        shutil.rmtree(d, ignore_errors=True)
+        train(cfg, run_dir=run, progress=progress)
+    elif checkpoint_step(last) < cfg.train.steps:
+        train(resume=run, progress=progress)  # a killed run continues from its last good checkpoint
+    final = latest_good_checkpoint(run)
+    kept = [str(c) for c in milestone_checkpoints(run) if c != final]
+    return {"path": str(final), "milestones": kept, "run": str(run)}
+
+
+def _supervised(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path) -> dict:
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    torch.manual_seed(cfg.train.seed)
+    model, tok = load_policy(start)
+    log = MetricsLog(d)
+    try:
+        budget = run_pipeline(cfg, spec.kind, model, tok, get_task(cfg), log, Path(teacher) if teacher else None)
+    finally:
+        log.close()
+    save_policy(model, tok, d / "model")
+    return {"path": str(d / "model"), "milestones": [], "budget": budget}

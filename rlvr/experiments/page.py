@@ -1,0 +1,145 @@
+"""The results page of an experiment: ``OUT/README.md`` (verdict table first), ``OUT/table.json``
+and ``OUT/plots/*.png``. Every number on it is read from the cells; every verdict is computed
+(:mod:`rlvr.experiments.verdict`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlvr.experiments.spec import Experiment
+
+
+def _num(x, fmt: str = "{:+.3f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def ours(row: dict) -> str:
+    """``+0.120 (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``"""
+    if "estimates" not in row:
+        return f"no estimate (missing {Path(row.get('missing', '')).parent.name or 'cells'})"
+    sp = row["spread"]
+    per = ", ".join(f"{e['label']} {e['value']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" for e in row["estimates"])
+    if sp["seeds"] > 1:
+        return f"{sp['mean']:+.3f} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); {per}"
+    return per
+
+
+def verdict_table(rows: list[dict]) -> list[str]:
+    lines = ["| claim | the paper | ours: mean (seed range); per seed value [95% CI] | verdict |",
+             "|---|---|---|---|"]
+    for r in rows:
+        claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {r['expect']}*"
+        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | **{r['verdict']}** |")
+    return lines
+
+
+def _details(rows: list[dict]) -> list[str]:
+    out = []
+    for r in rows:
+        d = r.get("details")
+        if not d:
+            continue
+        out.append(f"- **{r['id']}**: " + json.dumps(_round(d), sort_keys=True))
+    return out
+
+
+def _round(x):
+    if isinstance(x, float):
+        return round(x, 4)
+    if isinstance(x, dict):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_round(v) for v in x]
+    return x
+
+
+def _trajectory_lines(traj: dict) -> list[str]:
+    out = []
+    for ev, table in traj.items():
+        out += [f"Evaluation `{ev}`: mean over problems at each kept checkpoint (step 0 = the base).", "",
+                "| model | step | pass@1 | token entropy | answer entropy |", "|---|---|---|---|---|"]
+        for name, points in table.items():
+            for p in points:
+                out.append(f"| {name} | {p['step'] if p['step'] >= 0 else 'final'} | {_num(p['pass1'], '{:.3f}')} | "
+                           f"{_num(p['token_entropy'], '{:.3f}')} | {_num(p['answer_entropy'], '{:.3f}')} |")
+        out.append("")
+    return out
+
+
+def plot_passk(exp: Experiment, rows: list[dict], out: Path) -> list[Path]:
+    """pass@k curves per evaluation from the passk_diff claims' details (mean over seeds)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    curves: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for r in rows:
+        if r["measure"] != "passk_diff" or "details" not in r:
+            continue
+        ev = curves.setdefault(r["args"]["eval"], {})
+        for who, name in (("model", r["args"]["model"]), ("against", r["args"]["against"])):
+            pts = ev.setdefault(name, {})
+            for per_seed in r["details"][who].values():
+                for k, v in per_seed.items():
+                    pts.setdefault(int(k), []).append(v)
+    paths = []
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    for ev, models in curves.items():
+        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        for name, pts in sorted(models.items()):
+            ks = sorted(pts)
+            ax.plot(ks, [sum(pts[k]) / len(pts[k]) for k in ks], marker="o", ms=3, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_ylabel("pass@k (mean over seeds)")
+        e = exp.evaluations[ev]
+        ax.set_title(f"{exp.name}: {ev} (T={e.temperature}, top-p {e.top_p}, n={e.n})")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        p = out / "plots" / f"passk_{ev}.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, run: dict, machine: str,
+               command: str, quick: bool) -> Path:
+    """Write README.md, table.json and the plots; -> README.md."""
+    plots = plot_passk(exp, rows, out)
+    done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
+    status = ("complete" if run["complete"] and done == len(rows)
+              else f"partial: {done} of {len(rows)} claims measured")
+    form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
+    lines = [f"# {exp.title}", "",
+             f"Experiment `{exp.name}`{form}; "
+             f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
+             "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "
+             "otherwise (intervals: paired bootstrap over problems).", "",
+             *verdict_table(rows), ""]
+    if plots:
+        lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
+    lines += ["## Details", "", *_details(rows), ""]
+    tl = _trajectory_lines(traj)
+    if tl:
+        lines += ["## Through training", "", *tl]
+    lines += ["## Protocol", "", *[f"- {p}" for p in exp.protocol],
+              *[f"- evaluation `{e.name}`: {e.problems} held-out problems x n = {e.n} samples at T = {e.temperature}, "
+                f"top-p {e.top_p}; models {', '.join(e.models)}" for e in exp.evaluations.values()], "",
+              "## Deviations from the papers' protocol", "", *[f"- {d}" for d in exp.deviations], "",
+              "## Papers", "", *[f"- {k}: {v}" for k, v in exp.papers.items()], "",
+              "## Machine and command", "", f"- machine: {machine}", f"- command: `{command}`",
+              f"- wall time of this invocation: {run['wall_s'] / 60:.1f} min (reused cells cost 0)", "",
+              "## Cells", "", "| cell | seconds |", "|---|---|",
+              *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
+    (out / "README.md").write_text("\n".join(lines))
+    table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
+             "trajectories": traj, "machine": machine, "command": command, "timings": run["timings"],
+             "models": run["built"]}
+    (out / "table.json").write_text(json.dumps(_round(table), indent=1, default=str))
+    return out / "README.md"

@@ -1,0 +1,197 @@
+"""Run a declared experiment: build its models, run its evaluations, check its claims, write its page.
+
+Every cell (a model x seed, or an evaluation x model x seed [x milestone]) is cached on disk, so a
+killed run continues where it stopped and a run split across sessions (``max_minutes``) picks up
+the cells still missing. The claims are computed from whatever cells exist: a claim whose cells are
+missing is reported as "not run yet", never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlvr.errors import UserError
+from rlvr.experiments.evaluate import evaluate_model
+from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.models import build_model, model_config, model_id
+from rlvr.experiments.spec import Experiment
+from rlvr.experiments.verdict import spread, verdict
+from rlvr.log import Progress, warn
+from rlvr.train.state import get_task
+
+SAMPLING_SEED = 20_250_418  # every model of an evaluation samples with the same seeds (common random numbers)
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str  # "model" | "eval"
+    model: str
+    seed: int | None
+    eval: str = ""
+    milestone: str = ""  # a kept RL checkpoint's name (eval cells with milestones)
+
+    @property
+    def id(self) -> str:
+        mid = model_id(self.model, self.seed)
+        if self.kind == "model":
+            return f"model {mid}"
+        return f"eval {self.eval} {mid}" + (f" @{self.milestone}" if self.milestone else "")
+
+
+def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
+    return list(range(seeds)) if exp.models[model].seeded else [None]
+
+
+def eval_dir(out: Path, ev: str, model: str, seed: int | None, milestone: str = "") -> Path:
+    return out / "evals" / ev / (model_id(model, seed) + (f"@{milestone}" if milestone else ""))
+
+
+def model_cells(exp: Experiment, seeds: int) -> list[Cell]:
+    """Models in declaration order (a teacher before its student), each seed."""
+    return [Cell("model", m, s) for m in exp.models for s in seeds_of(exp, m, seeds)]
+
+
+def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto",
+                   max_minutes: float | None = None) -> dict:
+    """Build, evaluate and check ``exp`` under ``out`` -> the results (also in ``out/table.json``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    built: dict[str, dict] = {}
+    timings: dict[str, float] = {}
+    cells = model_cells(exp, seeds)
+    bar = Progress(len(cells) + _n_eval_cells(exp, seeds), f"reproduce {exp.name}", progress)
+    stopped = False
+    failed: dict[str, str] = {}
+
+    def over_budget() -> bool:
+        return max_minutes is not None and time.time() - t0 > 60 * max_minutes
+
+    try:
+        for c in cells:
+            if over_budget():
+                stopped = True
+                break
+            t = time.time()
+            try:
+                built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built, "none")
+            except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why
+                failed[c.id] = str(e)
+                warn(f"{c.id} failed: {e}")
+            timings[c.id] = time.time() - t
+            bar.update(1)
+        for c in ([] if stopped else _eval_cells(exp, seeds, built)):
+            if over_budget():
+                stopped = True
+                break
+            t = time.time()
+            _run_eval(exp, c, out, built)
+            timings[c.id] = time.time() - t
+            bar.update(1)
+    finally:
+        bar.close()
+    if stopped:
+        warn(f"stopped after {max_minutes} minutes (--max-minutes); run the same command again to continue")
+    return {"built": built, "timings": timings, "failed": failed, "complete": not stopped,
+            "wall_s": time.time() - t0}
+
+
+def _n_eval_cells(exp: Experiment, seeds: int) -> int:
+    return sum(len(seeds_of(exp, m, seeds)) for e in exp.evaluations.values() for m in e.models)
+
+
+def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict]) -> list[Cell]:
+    out = []
+    for ev in exp.evaluations.values():
+        for m in ev.models:
+            for s in seeds_of(exp, m, seeds):
+                if model_id(m, s) not in built:  # its model failed: nothing to evaluate
+                    continue
+                out.append(Cell("eval", m, s, ev.name))
+                if ev.milestones:
+                    out += [Cell("eval", m, s, ev.name, Path(p).name)
+                            for p in built[model_id(m, s)].get("milestones", [])]
+    return out
+
+
+def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]) -> dict:
+    ev = exp.evaluations[c.eval]
+    info = built[model_id(c.model, c.seed)]
+    path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
+    cfg = model_config(exp, exp.models[c.model], c.seed)
+    return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, eval_dir(out, c.eval, c.model, c.seed, c.milestone))
+
+
+def load_stats(out: Path, ev: str, model: str, seed: int | None, milestone: str = "") -> dict:
+    path = eval_dir(out, ev, model, seed, milestone) / "stats.json"
+    if not path.exists():
+        raise FileNotFoundError(str(path))
+    return json.loads(path.read_text())
+
+
+def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] | None = None) -> list[dict]:
+    """Every claim's per-seed estimates, spread and verdict, from the cells on disk; a claim whose
+    model failed to build says why (``failed``: cell id -> reason)."""
+    rows = []
+    for cl in exp.claims:
+        m = MEASURES[cl.measure]
+        row = {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
+               "quantity": m.describe(cl.args), "args": cl.args}
+        against = cl.args.get("against", "base")
+        try:
+            est, details = m.compute(lambda e, mo, s: load_stats(out, e, mo, s), cl.args,
+                                     seeds_of(exp, cl.args["model"], seeds), seeds_of(exp, against, seeds))
+        except FileNotFoundError as e:
+            why = [r for cid, r in (failed or {}).items()
+                   if cid.split()[1].split("-s")[0] in (cl.args["model"], against)]
+            rows.append({**row, "verdict": f"not measured: {why[0]}" if why else "not run yet", "missing": str(e)})
+            continue
+        except UserError as e:
+            rows.append({**row, "verdict": "not run yet", "missing": str(e)})
+            continue
+        row.update(estimates=[{**e.__dict__, "label": e.label} for e in est], spread=spread(est),
+                   verdict=verdict(est, cl.expect), details=details)
+        rows.append(row)
+    return rows
+
+
+def trajectories(exp: Experiment, out: Path, seeds: int, built: dict[str, dict]) -> dict:
+    """Token and answer entropy and pass@1 at each kept checkpoint of each RL model (evaluations
+    with milestones), with the base's values: {eval: {model-seed: [{step, token, answer, pass1}]}}."""
+    res: dict = {}
+    for ev in (e for e in exp.evaluations.values() if e.milestones):
+        try:
+            base = load_stats(out, ev.name, "base", None)
+        except FileNotFoundError:
+            continue
+        table = {"base": [_point(0, base)]}
+        for m in ev.models:
+            for s in seeds_of(exp, m, seeds):
+                info = built.get(model_id(m, s)) or {}
+                points = []
+                for p in [*info.get("milestones", []), info.get("path")]:
+                    if not p:
+                        continue
+                    name = Path(p).name if p != info.get("path") else ""
+                    try:
+                        st = load_stats(out, ev.name, m, s, name)
+                    except FileNotFoundError:
+                        continue
+                    step = int(Path(p).name.split("_")[-1]) if Path(p).name.startswith("step_") else -1
+                    points.append(_point(step, st))
+                if points and info.get("milestones"):
+                    table[model_id(m, s)] = points
+        res[ev.name] = table
+    return res
+
+
+def _point(step: int, st: dict) -> dict:
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    return {"step": step, "token_entropy": mean(st["token_entropy"]), "answer_entropy": mean(st["answer_entropy"]),
+            "pass1": sum(st["correct"]) / (st["n"] * len(st["correct"]))}

@@ -1,0 +1,189 @@
+"""An experiment declared in YAML (``rlvr/configs/experiments/NAME.yaml``): models to train,
+evaluations to run on them, claims to check, and the miniature (``quick``) form.
+
+Schema (every key checked at load; unknown keys are errors)::
+
+    name: boundary                       # = the file name
+    title: Does RL expand the reasoning boundary?
+    papers: {yue: "Yue et al. 2025, arXiv 2504.13837"}
+    config: quickstart                   # base config of every cell, + overrides
+    overrides: [task.knobs={...}]
+    seeds: 3                             # default seeds of seeded models (--seeds overrides)
+    minutes: 38                          # measured wall minutes of the full run on 2 cores
+    models:                              # trained (or pretrained) models, in dependency order
+      base: {kind: base}
+      rl: {kind: rl, seeded: true, overrides: [...]}
+      distill: {kind: distill, teacher: teacher, seeded: true}
+    evaluations:                         # sampling protocols, each run on some models
+      t06: {temperature: 0.6, top_p: 0.95, n: 1024, problems: 128, models: [base, rl],
+            perplexity: 32, milestones: false}
+    claims:
+      - {id: rl_wins_small_k, claim: "...", paper: "...", measure: passk_diff,
+         args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}
+    protocol: [...]                      # sentences for the page
+    deviations: [...]                    # every deviation from the papers' protocol, and why
+    quick: {overrides: [...], seeds: 2, n: 8, problems: 6}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from rlvr.errors import UserError
+from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.verdict import EXPECTS
+
+KINDS = ("base", "rl", "sft", "sft_gold", "distill")
+"""Model kinds: the pretrained base; RL with the config's recipe (the train loop); SFT on one or
+all gold traces; SFT on a teacher model's verified-right samples."""
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    kind: str
+    seeded: bool = False
+    overrides: tuple[str, ...] = ()
+    teacher: str = ""
+    milestones: int = 0
+    """Keep this many evenly spaced checkpoints through RL (for evaluations with milestones)."""
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    name: str
+    temperature: float
+    top_p: float
+    n: int
+    problems: int
+    models: tuple[str, ...]
+    perplexity: int = 0
+    """Score this many samples per problem of each model under the base (0 = skip)."""
+    milestones: bool = False
+    """Also evaluate each RL model's kept checkpoints (entropy through training)."""
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    id: str
+    claim: str
+    paper: str
+    measure: str
+    args: dict
+    expect: str
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    config: str
+    seeds: int
+    minutes: float
+    models: dict[str, ModelSpec]
+    evaluations: dict[str, EvalSpec]
+    claims: tuple[ClaimSpec, ...]
+    papers: dict = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()
+    protocol: tuple[str, ...] = ()
+    deviations: tuple[str, ...] = ()
+    quick: dict = field(default_factory=dict)
+    last_overrides: tuple[str, ...] = ()
+    """Applied after every model's own overrides (the quick form's miniature settings)."""
+
+    def quick_form(self) -> Experiment:
+        """The miniature: quick overrides appended, fewer seeds, n and problems capped."""
+        q = self.quick
+        evals = {k: EvalSpec(**{**e.__dict__, "n": min(e.n, q.get("n", 8)),
+                                "problems": min(e.problems, q.get("problems", 6)),
+                                "perplexity": min(e.perplexity, q.get("n", 8))})
+                 for k, e in self.evaluations.items()}
+        return Experiment(**{**self.__dict__, "last_overrides": tuple(q.get("overrides", ())),
+                             "seeds": q.get("seeds", min(2, self.seeds)), "minutes": q.get("minutes", 3),
+                             "evaluations": evals})
+
+
+def _keys(d: dict, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: expected a mapping, got {type(d).__name__}")
+    extra, missing = set(d) - allowed, set(required) - set(d)
+    if extra:
+        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(extra))}; allowed: {', '.join(sorted(allowed))}")
+    if missing:
+        raise UserError(f"{where}: missing key(s) {', '.join(sorted(missing))}")
+
+
+def parse(data: dict, name: str) -> Experiment:
+    """Validate a loaded YAML mapping into an :class:`Experiment` (errors name the bad key)."""
+    _keys(data, {"name", "title", "papers", "config", "overrides", "seeds", "minutes", "models", "evaluations",
+                 "claims", "protocol", "deviations", "quick"}, name,
+          {"name", "title", "models", "evaluations", "claims"})
+    if data["name"] != name:
+        raise UserError(f"{name}: name {data['name']!r} differs from the file name")
+    models: dict[str, ModelSpec] = {}
+    for m, md in data["models"].items():
+        _keys(md, {"kind", "seeded", "overrides", "teacher", "milestones"}, f"{name}.models.{m}", {"kind"})
+        if md["kind"] not in KINDS:
+            raise UserError(f"{name}.models.{m}.kind: unknown {md['kind']!r}; use one of {', '.join(KINDS)}")
+        if (md["kind"] == "distill") != bool(md.get("teacher")):
+            raise UserError(f"{name}.models.{m}: a distill model needs a teacher (and only it has one)")
+        if md.get("teacher") and md["teacher"] not in models:
+            raise UserError(f"{name}.models.{m}.teacher: {md['teacher']!r} is not a model declared before it")
+        models[m] = ModelSpec(m, md["kind"], bool(md.get("seeded", False)), tuple(md.get("overrides", ())),
+                              md.get("teacher", ""), int(md.get("milestones", 0)))
+    if "base" not in models or models["base"].kind != "base":
+        raise UserError(f"{name}.models: needs a model called base of kind base (every comparison's reference)")
+    evals: dict[str, EvalSpec] = {}
+    for e, ed in data["evaluations"].items():
+        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones"},
+              f"{name}.evaluations.{e}", {"temperature", "n", "problems", "models"})
+        for m in ed["models"]:
+            if m not in models:
+                raise UserError(f"{name}.evaluations.{e}.models: unknown model {m!r}")
+        if int(ed["n"]) < 1 or int(ed["problems"]) < 1:
+            raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
+        evals[e] = EvalSpec(e, float(ed["temperature"]), float(ed.get("top_p", 1.0)), int(ed["n"]),
+                            int(ed["problems"]), tuple(ed["models"]), int(ed.get("perplexity", 0)),
+                            bool(ed.get("milestones", False)))
+    claims = []
+    for i, cd in enumerate(data["claims"]):
+        where = f"{name}.claims[{i}]"
+        _keys(cd, {"id", "claim", "paper", "measure", "args", "expect"}, where,
+              {"id", "claim", "paper", "measure", "args", "expect"})
+        if cd["measure"] not in MEASURES:
+            raise UserError(f"{where}.measure: unknown {cd['measure']!r}; use one of {', '.join(sorted(MEASURES))}")
+        if cd["expect"] not in EXPECTS:
+            raise UserError(f"{where}.expect: use one of {', '.join(EXPECTS)}")
+        MEASURES[cd["measure"]].check(cd["args"], evals, models, where)
+        claims.append(ClaimSpec(cd["id"], cd["claim"], cd["paper"], cd["measure"], dict(cd["args"]), cd["expect"]))
+    quick = data.get("quick") or {}
+    _keys(quick, {"overrides", "seeds", "n", "problems", "minutes"}, f"{name}.quick")
+    return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
+                      float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
+                      tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
+                      tuple(data.get("deviations", ())), dict(quick))
+
+
+def names() -> list[str]:
+    """The declared experiments (file names under rlvr/configs/experiments/)."""
+    return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
+
+
+def load(name: str) -> Experiment:
+    """The declared experiment ``name`` (a did-you-mean error for an unknown one)."""
+    path = EXPERIMENTS_DIR / f"{name}.yaml"
+    if not path.exists():
+        import difflib
+
+        close = difflib.get_close_matches(name, names(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; declared: {', '.join(names()) or 'none'}"
+        raise UserError(f"unknown experiment {name!r}{hint}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: not valid YAML ({e})") from None
+    return parse(data, name)

@@ -1,0 +1,46 @@
+"""`rlvr reproduce`: the list, and the quick form of every declared experiment end to end (the
+machinery and the page, not the verdicts), with resume from cached cells."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.experiments.spec import names
+
+
+def test_list_shows_each_experiment_with_its_cost(capsys):
+    assert main(["reproduce"]) == 0
+    out = capsys.readouterr().out
+    assert all(n in out for n in names()) and "full min" in out
+
+
+def test_unknown_experiment_and_bad_flags_exit_2(capsys, tmp_path):
+    assert main(["reproduce", "boundry", "--out", str(tmp_path)]) == 2
+    assert "did you mean 'boundary'" in capsys.readouterr().err
+    assert main(["reproduce", "boundary", "--seeds", "0", "--out", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize("name", names())
+def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
+    out = tmp_path / name
+    assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet"]) == 0
+    table = json.loads((out / "table.json").read_text())
+    assert table["quick"] and table["claims"]
+    allowed = {"reproduced", "not reproduced", "inconclusive", "not run yet"}
+    for row in table["claims"]:
+        assert row["verdict"] in allowed or row["verdict"].startswith("not measured: ")
+    page = (out / "README.md").read_text()
+    assert page.index("| claim | the paper |") < page.index("## Protocol") < page.index("## Deviations")
+    assert "machine: " in page and "command: `rlvr reproduce" in page
+    # a killed evaluation: one model's statistics and one chunk gone -> only that cell runs again
+    victim = next(out.glob("evals/*/base/stats.json"))
+    victim.unlink()
+    next(victim.parent.glob("samples/chunk_*.jsonl")).unlink()
+    before = {p: p.stat().st_mtime_ns for p in out.glob("evals/*/*/stats.json")}
+    assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet"]) == 0
+    assert victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
+    again = json.loads((out / "table.json").read_text())
+    assert [r["verdict"] for r in again["claims"]] == [r["verdict"] for r in table["claims"]]

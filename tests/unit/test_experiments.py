@@ -1,0 +1,93 @@
+"""rlvr.experiments: verdicts, declarations and measures against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.eval.passk import bootstrap_ci
+from rlvr.experiments import measures, spec
+from rlvr.experiments.verdict import Estimate, spread, verdict
+
+
+def E(v, lo, hi, seed=0):
+    return Estimate(seed, v, lo, hi)
+
+
+def test_verdict_needs_every_seed_beyond_the_interval():
+    assert verdict([E(0.1, 0.05, 0.15), E(0.2, 0.01, 0.3, 1)], "positive") == "reproduced"
+    assert verdict([E(0.1, 0.05, 0.15), E(0.02, -0.01, 0.05, 1)], "positive") == "inconclusive"  # one covers 0
+    assert verdict([E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1)], "positive") == "not reproduced"
+    assert verdict([E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1)], "negative") == "reproduced"
+    assert verdict([E(0.1, 0.05, 0.15), E(-0.1, -0.2, -0.05, 1)], "positive") == "inconclusive"  # seeds disagree
+    assert verdict([E(0.0, 0.0, 0.0)], "positive") == "inconclusive"  # a zero-width interval at 0 is not beyond it
+    assert verdict([E(math.nan, math.nan, math.nan)], "negative") == "inconclusive"
+    assert verdict([], "positive") == "inconclusive"
+    with pytest.raises(ValueError):
+        verdict([E(1, 1, 1)], "up")
+    assert spread([E(0.1, 0, 0), E(0.3, 0, 0, 1)]) == {"seeds": 2, "mean": pytest.approx(0.2), "min": 0.1, "max": 0.3}
+    assert Estimate(None, 0, 0, 0).label == "shared" and Estimate(2, 0, 0, 0).label == "s2"
+
+
+def _stats(correct, n, tok=None, ans=None, ppl=None, ppl_ok=None):
+    p = len(correct)
+    return {"ids": [f"p{i}" for i in range(p)], "n": n, "correct": list(correct),
+            "token_entropy": tok or [0.5] * p, "answer_entropy": ans or [1.0] * p,
+            "logppl_base": ppl or [1.0] * p, "logppl_base_correct": ppl_ok or [1.0] * p}
+
+
+def test_passk_diff_support_and_entropy_by_hand():
+    base = _stats([4, 0, 1, 0], 4, ans=[1.0, 0.5, 0.2, 0.0])
+    rl = _stats([4, 2, 0, 0], 4, ans=[0.0, 0.5, 0.0, 0.0])
+    get = {("e", "base", None): base, ("e", "rl", 0): rl}.__getitem__
+    look = lambda e, m, s: get((e, m, s))  # noqa: E731
+    est, det = measures.passk_diff(look, {"eval": "e", "model": "rl", "against": "base", "k": 1}, [0], [None])
+    # pass@1 = c/n: rl (1, .5, 0, 0), base (1, 0, .25, 0) -> per-problem diff (0, .5, -.25, 0), mean 0.0625
+    assert est[0].value == pytest.approx(0.0625)
+    lo, hi = bootstrap_ci(np.array([0, 0.5, -0.25, 0]))
+    assert (est[0].lo, est[0].hi) == pytest.approx((lo, hi))
+    assert det["model"]["s0"]["4"] == pytest.approx(0.5) and det["against"]["s0"]["4"] == pytest.approx(0.5)
+    est, det = measures.support_balance(look, {"eval": "e", "model": "rl", "against": "base"}, [0], [None])
+    # base supports p0, p2; rl supports p0, p1: shrunk p2, expanded p1 -> (0, -1, +1, 0), mean 0
+    assert est[0].value == 0 and det["s0"]["counts"] == {"preserved": 1, "shrunk": 1, "expanded": 1,
+                                                          "out_of_support": 1}
+    assert det["s0"]["rates"]["SRR"] == pytest.approx(0.5) and det["s0"]["rates"]["NSCR"] == 0
+    est, _ = measures.entropy_diff(look, {"eval": "e", "model": "rl", "against": "base", "level": "answer"},
+                                   [0], [None])
+    assert est[0].value == pytest.approx((-1.0 + 0 - 0.2 + 0) / 4)
+
+
+def test_ppl_diff_pairs_problems_with_both_values():
+    base = _stats([1, 1, 1], 2, ppl=[2.0, 1.0, 3.0])
+    rl = _stats([1, 0, 1], 2, ppl_ok=[1.5, None, 1.0])
+    look = {("e", "base", None): base, ("e", "rl", 1): rl}.__getitem__
+    est, det = measures.ppl_diff(lambda e, m, s: look((e, m, s)), {"eval": "e", "model": "rl", "against": "base"},
+                                 [1], [None])
+    assert est[0].value == pytest.approx(((1.5 - 2.0) + (1.0 - 3.0)) / 2) and det["s1"]["problems"] == 2
+
+
+def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
+    for name in spec.names():
+        exp = spec.load(name)
+        q = exp.quick_form()
+        assert all(e.n <= 8 for e in q.evaluations.values()) and q.last_overrides
+    with pytest.raises(UserError, match="did you mean 'boundary'"):
+        spec.load("boundry")
+    good = {"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "rl": {"kind": "rl", "seeded": True}},
+            "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "rl"]}},
+            "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
+                        "args": {"eval": "e", "model": "rl", "against": "base", "k": 1}, "expect": "positive"}]}
+    assert spec.parse(good, "x").models["rl"].seeded
+    bad = [({"models": {"base": {"kind": "base"}, "rl": {"kind": "rlx"}}}, "kind: unknown 'rlx'"),
+           ({"claims": [{**good["claims"][0], "measure": "nope"}]}, "measure: unknown 'nope'"),
+           ({"claims": [{**good["claims"][0], "args": {"eval": "e", "model": "sft", "against": "base"}}]},
+            "'sft' is not evaluated by e"),
+           ({"evaluations": {"e": {**good["evaluations"]["e"], "colour": 1}}}, "unknown key"),
+           ({"models": {"rl": {"kind": "rl"}}}, "needs a model called base"),
+           ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}}, "not a model declared")]
+    for change, msg in bad:
+        with pytest.raises(UserError, match=msg):
+            spec.parse({**good, **change}, "x")

@@ -7,6 +7,7 @@ EPILOG = """examples:
   rlvr reproduce                              # the experiments, their cost and claims
   rlvr reproduce boundary --quick             # the miniature (minutes): checks the machinery
   rlvr reproduce boundary --seeds 3           # the full experiment; resumes from its cached cells
+  rlvr reproduce boundary --part 1            # one part of a long experiment (parts share cells)
   rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
@@ -18,6 +19,7 @@ def add_arguments(p) -> None:
     p.add_argument("--seeds", type=int, help="seeds of the seeded models (default: the experiment's)")
     p.add_argument("--quick", action="store_true", help="the miniature form: tiny model, few samples")
     p.add_argument("--out", help="output folder (default: runs/reproduce/NAME[-quick])")
+    p.add_argument("--part", type=int, help="run only this part (1-based) of an experiment declared in parts")
     p.add_argument("--max-minutes", type=float, help="start no new cell after this many minutes")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
@@ -30,7 +32,9 @@ def list_experiments() -> None:
     for n in names():
         e = load(n)
         print(f"{n:14s} {e.minutes:8.0f} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
-    print("\nrun one: rlvr reproduce NAME [--quick] [--seeds N] [--out DIR] [--max-minutes M]")
+        for i, (evals, minutes) in enumerate(e.parts, 1):
+            print(f"  --part {i}: {minutes:.0f} min, evaluations {', '.join(evals)}")
+    print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M]")
 
 
 def run(args) -> int:
@@ -60,7 +64,7 @@ def run(args) -> int:
     from rlvr.model.precision import config_spec, resolve_dtype
 
     progress = "none" if args.quiet else ("plain" if args.plain else "auto")
-    res = run_experiment(exp, out, seeds, progress, args.max_minutes)
+    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part)
     rows = check_claims(exp, out, seeds, res["failed"])
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype

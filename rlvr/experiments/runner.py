@@ -17,7 +17,7 @@ from rlvr.errors import UserError
 from rlvr.experiments.evaluate import evaluate_model
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import build_model, model_config, model_id
-from rlvr.experiments.spec import Experiment
+from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.verdict import spread, verdict
 from rlvr.log import Progress, warn
 from rlvr.train.state import get_task
@@ -45,24 +45,45 @@ def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
     return list(range(seeds)) if exp.models[model].seeded else [None]
 
 
-def eval_dir(out: Path, ev: str, model: str, seed: int | None, milestone: str = "") -> Path:
-    return out / "evals" / ev / (model_id(model, seed) + (f"@{milestone}" if milestone else ""))
+def protocol_name(ev: EvalSpec) -> str:
+    """The folder of an evaluation protocol: evaluations with the same protocol share their cells."""
+    name = f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}"
+    return name + (f"-ppl{ev.perplexity}" if ev.perplexity else "")
 
 
-def model_cells(exp: Experiment, seeds: int) -> list[Cell]:
-    """Models in declaration order (a teacher before its student), each seed."""
-    return [Cell("model", m, s) for m in exp.models for s in seeds_of(exp, m, seeds)]
+def eval_dir(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> Path:
+    return out / "evals" / protocol_name(ev) / (model_id(model, seed) + (f"@{milestone}" if milestone else ""))
+
+
+def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:
+    """The models the evaluations ``evals`` sample, with what they are built from (base, teachers)."""
+    need = {"base"} | {m for e in evals for m in exp.evaluations[e].models}
+    for m in list(need):
+        t = exp.models[m].teacher
+        while t:
+            need.add(t)
+            t = exp.models[t].teacher
+    return need
+
+
+def model_cells(exp: Experiment, seeds: int, evals: tuple[str, ...] | None = None) -> list[Cell]:
+    """Models in declaration order (a teacher before its student), each seed; only those the
+    evaluations ``evals`` need when given."""
+    need = needed_models(exp, evals) if evals is not None else set(exp.models)
+    return [Cell("model", m, s) for m in exp.models if m in need for s in seeds_of(exp, m, seeds)]
 
 
 def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto",
-                   max_minutes: float | None = None) -> dict:
-    """Build, evaluate and check ``exp`` under ``out`` -> the results (also in ``out/table.json``)."""
+                   max_minutes: float | None = None, part: int | None = None) -> dict:
+    """Build the models and run the evaluations of ``exp`` (of one ``part``, 1-based, when given)
+    under ``out``, reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}."""
+    evals = exp.part_evaluations(part)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     built: dict[str, dict] = {}
     timings: dict[str, float] = {}
-    cells = model_cells(exp, seeds)
-    bar = Progress(len(cells) + _n_eval_cells(exp, seeds), f"reproduce {exp.name}", progress)
+    cells = model_cells(exp, seeds, evals)
+    bar = Progress(len(cells) + _n_eval_cells(exp, seeds, evals), f"reproduce {exp.name}", progress)
     stopped = False
     failed: dict[str, str] = {}
 
@@ -82,7 +103,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 warn(f"{c.id} failed: {e}")
             timings[c.id] = time.time() - t
             bar.update(1)
-        for c in ([] if stopped else _eval_cells(exp, seeds, built)):
+        for c in ([] if stopped else _eval_cells(exp, seeds, built, evals)):
             if over_budget():
                 stopped = True
                 break
@@ -98,13 +119,13 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
             "wall_s": time.time() - t0}
 
 
-def _n_eval_cells(exp: Experiment, seeds: int) -> int:
-    return sum(len(seeds_of(exp, m, seeds)) for e in exp.evaluations.values() for m in e.models)
+def _n_eval_cells(exp: Experiment, seeds: int, evals: tuple[str, ...]) -> int:
+    return sum(len(seeds_of(exp, m, seeds)) for e in evals for m in exp.evaluations[e].models)
 
 
-def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict]) -> list[Cell]:
+def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tuple[str, ...]) -> list[Cell]:
     out = []
-    for ev in exp.evaluations.values():
+    for ev in (exp.evaluations[e] for e in evals):
         for m in ev.models:
             for s in seeds_of(exp, m, seeds):
                 if model_id(m, s) not in built:  # its model failed: nothing to evaluate
@@ -122,10 +143,10 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]) -> di
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
     return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
-                          ev.top_p, ev.perplexity, SAMPLING_SEED, eval_dir(out, c.eval, c.model, c.seed, c.milestone))
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, eval_dir(out, ev, c.model, c.seed, c.milestone))
 
 
-def load_stats(out: Path, ev: str, model: str, seed: int | None, milestone: str = "") -> dict:
+def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> dict:
     path = eval_dir(out, ev, model, seed, milestone) / "stats.json"
     if not path.exists():
         raise FileNotFoundError(str(path))
@@ -142,7 +163,7 @@ def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] 
                "quantity": m.describe(cl.args), "args": cl.args}
         against = cl.args.get("against", "base")
         try:
-            est, details = m.compute(lambda e, mo, s: load_stats(out, e, mo, s), cl.args,
+            est, details = m.compute(lambda e, mo, s: load_stats(out, exp.evaluations[e], mo, s), cl.args,
                                      seeds_of(exp, cl.args["model"], seeds), seeds_of(exp, against, seeds))
         except FileNotFoundError as e:
             why = [r for cid, r in (failed or {}).items()
@@ -164,7 +185,7 @@ def trajectories(exp: Experiment, out: Path, seeds: int, built: dict[str, dict])
     res: dict = {}
     for ev in (e for e in exp.evaluations.values() if e.milestones):
         try:
-            base = load_stats(out, ev.name, "base", None)
+            base = load_stats(out, ev, "base", None)
         except FileNotFoundError:
             continue
         table = {"base": [_point(0, base)]}
@@ -177,7 +198,7 @@ def trajectories(exp: Experiment, out: Path, seeds: int, built: dict[str, dict])
                         continue
                     name = Path(p).name if p != info.get("path") else ""
                     try:
-                        st = load_stats(out, ev.name, m, s, name)
+                        st = load_stats(out, ev, m, s, name)
                     except FileNotFoundError:
                         continue
                     step = int(Path(p).name.split("_")[-1]) if Path(p).name.startswith("step_") else -1

@@ -10,6 +10,8 @@ Schema (every key checked at load; unknown keys are errors)::
     overrides: [task.knobs={...}]
     seeds: 3                             # default seeds of seeded models (--seeds overrides)
     minutes: 38                          # measured wall minutes of the full run on 2 cores
+    parts:                               # optional: evaluations run by `--part N` (1-based), with
+      - {evaluations: [t06], minutes: 35}  #   the models they need; cells are shared between parts
     models:                              # trained (or pretrained) models, in dependency order
       base: {kind: base}
       rl: {kind: rl, seeded: true, overrides: [...]}
@@ -92,8 +94,18 @@ class Experiment:
     protocol: tuple[str, ...] = ()
     deviations: tuple[str, ...] = ()
     quick: dict = field(default_factory=dict)
+    parts: tuple[tuple[tuple[str, ...], float], ...] = ()
+    """(evaluation names, measured minutes) of each part; empty = one part, everything."""
     last_overrides: tuple[str, ...] = ()
     """Applied after every model's own overrides (the quick form's miniature settings)."""
+
+    def part_evaluations(self, part: int | None) -> tuple[str, ...]:
+        """The evaluations of ``part`` (1-based; None = all)."""
+        if part is None:
+            return tuple(self.evaluations)
+        if not self.parts or not 1 <= part <= len(self.parts):
+            raise UserError(f"{self.name} has {len(self.parts) or 1} part(s); --part must be 1..{len(self.parts) or 1}")
+        return self.parts[part - 1][0]
 
     def quick_form(self) -> Experiment:
         """The miniature: quick overrides appended, fewer seeds, n and problems capped."""
@@ -120,7 +132,7 @@ def _keys(d: dict, allowed: set[str], where: str, required: set[str] = frozenset
 def parse(data: dict, name: str) -> Experiment:
     """Validate a loaded YAML mapping into an :class:`Experiment` (errors name the bad key)."""
     _keys(data, {"name", "title", "papers", "config", "overrides", "seeds", "minutes", "models", "evaluations",
-                 "claims", "protocol", "deviations", "quick"}, name,
+                 "claims", "protocol", "deviations", "quick", "parts"}, name,
           {"name", "title", "models", "evaluations", "claims"})
     if data["name"] != name:
         raise UserError(f"{name}: name {data['name']!r} differs from the file name")
@@ -160,12 +172,21 @@ def parse(data: dict, name: str) -> Experiment:
             raise UserError(f"{where}.expect: use one of {', '.join(EXPECTS)}")
         MEASURES[cd["measure"]].check(cd["args"], evals, models, where)
         claims.append(ClaimSpec(cd["id"], cd["claim"], cd["paper"], cd["measure"], dict(cd["args"]), cd["expect"]))
+    parts = []
+    for i, pd in enumerate(data.get("parts") or []):
+        _keys(pd, {"evaluations", "minutes"}, f"{name}.parts[{i}]", {"evaluations"})
+        for e in pd["evaluations"]:
+            if e not in evals:
+                raise UserError(f"{name}.parts[{i}].evaluations: unknown evaluation {e!r}")
+        parts.append((tuple(pd["evaluations"]), float(pd.get("minutes", 0))))
+    if parts and sorted(e for p, _ in parts for e in p) != sorted(evals):
+        raise UserError(f"{name}.parts: every evaluation must be in exactly one part")
     quick = data.get("quick") or {}
     _keys(quick, {"overrides", "seeds", "n", "problems", "minutes"}, f"{name}.quick")
     return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
                       float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
                       tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
-                      tuple(data.get("deviations", ())), dict(quick))
+                      tuple(data.get("deviations", ())), dict(quick), tuple(parts))
 
 
 def names() -> list[str]:

@@ -9,6 +9,7 @@ EPILOG = """examples:
   rlvr reproduce boundary --seeds 3           # the full experiment; resumes from its cached cells
   rlvr reproduce boundary --part 1            # one part of a long experiment (parts share cells)
   rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
+  rlvr reproduce boundary --publish           # also copy the page to docs/reproductions/boundary/
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
 """
@@ -21,6 +22,8 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="output folder (default: runs/reproduce/NAME[-quick])")
     p.add_argument("--part", type=int, help="run only this part (1-based) of an experiment declared in parts")
     p.add_argument("--max-minutes", type=float, help="start no new cell after this many minutes")
+    p.add_argument("--publish", action="store_true",
+                   help="copy the page to docs/reproductions/NAME/ and rebuild docs/reproductions/README.md")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
 
@@ -48,6 +51,8 @@ def run(args) -> int:
         return 0
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds must be >= 1 (got {args.seeds})")
+    if args.publish and args.quick:
+        raise UserError("--publish copies a full run's page into docs/reproductions/; drop --quick")
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise UserError(f"--max-minutes must be > 0 (got {args.max_minutes})")
     from rlvr.experiments.spec import load
@@ -75,4 +80,8 @@ def run(args) -> int:
     for r in rows:
         print(f"{r['id']:{width}s}  {r['verdict']}")
     print(f"page: {page}")
+    if args.publish:
+        from rlvr.experiments.page import publish
+
+        print(f"published: {publish(out, Path('docs/reproductions'))}")
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,12 +100,18 @@ def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem
 
 
 def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, task, n_problems: int, n: int,
-                   temperature: float, top_p: float, perplexity: int, seed: int, out: Path,
+                   temperature: float, top_p: float, perplexity: int, seed: int, out: Path, key: str = "",
                    on_chunk: Callable[[int, int], None] | None = None) -> dict:
-    """Sample (resumably), reduce, score under the base; writes ``out/stats.json`` -> the stats."""
-    done = out / "stats.json"
+    """Sample (resumably), reduce, score under the base; writes ``out/stats.json`` -> the stats.
+    ``key`` names what decides the cell (the model's own key, the protocol): a folder holding
+    another key's samples or statistics is cleared first."""
+    done, key_file = out / "stats.json", out / "key"
+    if key_file.exists() and key_file.read_text() != key:
+        shutil.rmtree(out)
     if done.exists():
         return json.loads(done.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(key)
     problems = task.problems("heldout", n_problems)
     paths = sample_chunks(model_dir, cfg, task, problems, n, temperature, top_p, seed, out / "samples", on_chunk)
     rows = [r for p in paths for r in load_samples(p)]

@@ -143,3 +143,45 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, run: di
              "models": run["built"]}
     (out / "table.json").write_text(json.dumps(_round(table), indent=1, default=str))
     return out / "README.md"
+
+
+INDEX_HEAD = """# Reproductions
+
+Each paper finding rlvr implements, as a declared experiment (`rlvr reproduce NAME`) whose verdict is
+computed from its measured table: *reproduced* when the claimed direction holds beyond the 95%
+interval in every seed, *not reproduced* when the opposite direction does, *inconclusive* otherwise.
+This index is rebuilt from the committed pages (`rlvr reproduce NAME --publish`); the other results
+pages of docs/ move here as their experiments are declared.
+"""
+
+
+def publish(out: Path, docs: Path) -> Path:
+    """Copy the page of ``out`` (README.md, table.json, plots/) to ``docs/<experiment>/`` and rebuild
+    ``docs/README.md``: one row per claim of every published experiment, its verdict and a link."""
+    import shutil
+
+    table = json.loads((out / "table.json").read_text())
+    if table.get("quick"):
+        from rlvr.errors import UserError
+
+        raise UserError("a quick form checks the machinery, not the claims: publish a full run")
+    dest = docs / table["experiment"]
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for name in ("README.md", "table.json"):
+        shutil.copy2(out / name, dest / name)
+    if (out / "plots").is_dir():
+        shutil.copytree(out / "plots", dest / "plots")
+    return write_index(docs)
+
+
+def write_index(docs: Path) -> Path:
+    """``docs/README.md`` from every ``docs/*/table.json``."""
+    lines = [INDEX_HEAD, "| experiment | claim | verdict | ours | status |", "|---|---|---|---|---|"]
+    for t in sorted(docs.glob("*/table.json")):
+        table = json.loads(t.read_text())
+        link = f"[{table['experiment']}]({t.parent.name}/README.md)"
+        for r in table["claims"]:
+            lines.append(f"| {link} | {r['claim']} | **{r['verdict']}** | {ours(r)} | {table['status']} |")
+    (docs / "README.md").write_text("\n".join(lines) + "\n")
+    return docs / "README.md"

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.experiments.evaluate import evaluate_model
 from rlvr.experiments.measures import MEASURES
@@ -142,8 +143,9 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]) -> di
     info = built[model_id(c.model, c.seed)]
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
+    key = f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}|{config_hash(cfg.sampling)}"
     return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
-                          ev.top_p, ev.perplexity, SAMPLING_SEED, eval_dir(out, ev, c.model, c.seed, c.milestone))
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, eval_dir(out, ev, c.model, c.seed, c.milestone), key)
 
 
 def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> dict:

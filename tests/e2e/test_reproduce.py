@@ -44,3 +44,25 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
     again = json.loads((out / "table.json").read_text())
     assert [r["verdict"] for r in again["claims"]] == [r["verdict"] for r in table["claims"]]
+
+
+def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):
+    from rlvr.errors import UserError
+    from rlvr.experiments.page import publish
+
+    out = tmp_path / "run"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "passk_t06.png").write_bytes(b"png")
+    (out / "README.md").write_text("# page")
+    claims = [{"claim": "RL wins at k=1.", "verdict": "reproduced", "estimates": [
+        {"seed": 0, "label": "s0", "value": 0.1, "lo": 0.05, "hi": 0.15}], "spread": {"seeds": 1}},
+        {"claim": "Base overtakes.", "verdict": "not run yet", "missing": "x/evals/a/rl-s0/stats.json"}]
+    table = {"experiment": "demo", "quick": False, "status": "complete", "claims": claims}
+    (out / "table.json").write_text(json.dumps(table))
+    index = publish(out, tmp_path / "docs").read_text()
+    assert (tmp_path / "docs" / "demo" / "plots" / "passk_t06.png").exists()
+    assert "| [demo](demo/README.md) | RL wins at k=1. | **reproduced** | s0 +0.100 [+0.050, +0.150] |" in index
+    assert "**not run yet**" in index
+    (out / "table.json").write_text(json.dumps({**table, "quick": True}))
+    with pytest.raises(UserError, match="quick form"):
+        publish(out, tmp_path / "docs")

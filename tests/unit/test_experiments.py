@@ -91,3 +91,21 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
     for change, msg in bad:
         with pytest.raises(UserError, match=msg):
             spec.parse({**good, **change}, "x")
+
+
+def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):
+    from rlvr.experiments.evaluate import evaluate_model
+
+    out = tmp_path / "cell"
+    out.mkdir()
+    (out / "key").write_text("a")
+    (out / "stats.json").write_text('{"n": 4}')
+    assert evaluate_model("no-model", "no-base", None, None, 2, 4, 1.0, 1.0, 0, 0, out, key="a") == {"n": 4}
+    with pytest.raises(Exception):  # another key: the old statistics go, and sampling needs the model
+        evaluate_model(str(tmp_path / "no-model"), "no-base", None, _Task(), 2, 4, 1.0, 1.0, 0, 0, out, key="b")
+    assert not (out / "stats.json").exists() and (out / "key").read_text() == "b"
+
+
+class _Task:
+    def problems(self, split, n):
+        return [object()] * n

@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,17 +199,23 @@ def main(argv: list[str] | None = None) -> int:
     workers = max(1, a.workers)
     threads = max(1, (os.cpu_count() or 1) // workers)
     t0 = time.time()
+    grid = [(p, r, d) for d in dtypes for p in ps for r in rs]
+    bases, results = {}, {}
     with ThreadPoolExecutor(workers) as pool:  # the subprocesses do the work; threads only wait
-        bases = dict(zip(ps, pool.map(lambda p: pretrain_base(out, p, overrides, threads), ps)))
-        walls = ", ".join(f"p{p} {b['wall_s']:.0f}s" for p, b in bases.items())
-        print(f"bases ready ({time.time() - t0:.0f}s): {walls}", flush=True)
-        grid = [(p, r, d) for d in dtypes for p in ps for r in rs]
-        cells, futures = [], [pool.submit(run_cell, out, p, r, d, overrides, threads) for p, r, d in grid]
-        for i, (f, (p, r, d)) in enumerate(zip(futures, grid), 1):
-            c = f.result()
-            cells.append(c)
+        base_jobs = {pool.submit(pretrain_base, out, p, overrides, threads): p for p in ps}
+        cell_jobs = {}
+        for f in as_completed(base_jobs):  # a seed's cells queue as soon as its base exists
+            p = base_jobs[f]
+            bases[p] = f.result()
+            print(f"base p{p} ready: {bases[p]['wall_s']:.0f}s to pretrain ({time.time() - t0:.0f}s)", flush=True)
+            for cell in (c for c in grid if c[0] == p):
+                cell_jobs[pool.submit(run_cell, out, *cell, overrides, threads)] = cell
+        for i, f in enumerate(as_completed(cell_jobs), 1):
+            p, r, d = cell_jobs[f]
+            c = results[(p, r, d)] = f.result()
             print(f"[{i}/{len(grid)}] {cell_name(p, r, d)}: base {c['base_pass1']:.3f} -> {c['trained_pass1']:.3f} "
                   f"({c['gain']:+.3f}), curve falls: {c['curve']['falls']}, {time.time() - t0:.0f}s", flush=True)
+    cells = [results[g] for g in grid]
     from rlvr.machine import machine_line
 
     m = cells[0].get("machine") or {}

@@ -101,7 +101,7 @@ def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):
     (out / "key").write_text("a")
     (out / "stats.json").write_text('{"n": 4}')
     assert evaluate_model("no-model", "no-base", None, None, 2, 4, 1.0, 1.0, 0, 0, out, key="a") == {"n": 4}
-    with pytest.raises(Exception):  # another key: the old statistics go, and sampling needs the model
+    with pytest.raises(AttributeError):  # another key: the old statistics go; sampling then needs a config
         evaluate_model(str(tmp_path / "no-model"), "no-base", None, _Task(), 2, 4, 1.0, 1.0, 0, 0, out, key="b")
     assert not (out / "stats.json").exists() and (out / "key").read_text() == "b"
 

@@ -179,6 +179,29 @@ def markdown(cells: list[dict], bases: dict, min_gain: float, machine: str, comm
     return "\n".join(lines)
 
 
+def plot_curves(cells: list[dict], path: Path) -> Path | None:
+    """The periodic held-out pass rate of every cell on one figure (PNG); None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for c in cells:
+        steps, rates = zip(*c["curve_points"]) if c["curve_points"] else ((), ())
+        ax.plot(steps, rates, marker=".", label=f"pretrain {c['pretrain_seed']}, RL {c['rl_seed']}, {c['precision']}")
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("held-out pass rate (periodic)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pretrain-seeds", default="0,1,2")
@@ -222,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/testbed_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(cells, bases, a.min_gain, machine_line({**m, "precision": ",".join(dtypes)}), command.strip())
     (out / "matrix.md").write_text(text)
+    plot_curves(cells, out / "curves.png")
     (out / "matrix.json").write_text(json.dumps({"cells": cells, "bases": bases, "checks": checks(cells, a.min_gain)},
                                                 indent=1))
     print(text)

@@ -99,6 +99,11 @@ def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem
             "logppl_base_correct": [mean([v for v, ok in by.get(p, []) if ok]) for p in problem_ids]}
 
 
+def eval_cached(out: Path, key: str) -> bool:
+    """Whether :func:`evaluate_model` would only read this cell's statistics back."""
+    return (out / "stats.json").exists() and (out / "key").exists() and (out / "key").read_text() == key
+
+
 def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, task, n_problems: int, n: int,
                    temperature: float, top_p: float, perplexity: int, seed: int, out: Path, key: str = "",
                    on_chunk: Callable[[int, int], None] | None = None) -> dict:

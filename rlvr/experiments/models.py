@@ -30,7 +30,7 @@ from rlvr.paths import atomic_write
 from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
 from rlvr.train.excursions import run_pipeline
 from rlvr.train.loop import train
-from rlvr.train.pretrain import base_model
+from rlvr.train.pretrain import base_model, cached_base
 from rlvr.train.state import get_task
 
 
@@ -57,6 +57,27 @@ def _done(d: Path, key: str) -> dict | None:
     return info if info.get("key") == key else None
 
 
+def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str, dict]) -> tuple[str, str]:
+    """(start checkpoint, teacher checkpoint or "") of a trained model, from the models built before it."""
+    teacher = ""
+    if spec.teacher:
+        t = exp.models[spec.teacher]
+        teacher = built[model_id(t.name, seed if t.seeded else None)]["path"]
+    return built["base"]["path"], teacher
+
+
+def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict]) -> bool:
+    """Whether :func:`build_model` would only read this model back (no training)."""
+    cfg = model_config(exp, spec, seed)
+    if spec.kind == "base":
+        return cached_base(cfg.model, cfg.pretrain) is not None
+    try:
+        start, teacher = _inputs(exp, spec, seed, built)
+    except KeyError:  # what it is built from is missing
+        return False
+    return _done(out / "models" / model_id(spec.name, seed), _key(cfg, spec, start, teacher)) is not None
+
+
 def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict],
                 progress: str = "none") -> dict:
     """Train (or reuse) one model -> {"path", "milestones", "wall_s", "key"}. ``built`` maps model
@@ -67,11 +88,7 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
         t0 = time.time()
         path = str(base_model(cfg.model, cfg.pretrain, progress))
         return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, "", "")}
-    start = built["base"]["path"]
-    teacher = ""
-    if spec.teacher:
-        t = exp.models[spec.teacher]
-        teacher = built[model_id(t.name, seed if t.seeded else None)]["path"]
+    start, teacher = _inputs(exp, spec, seed, built)
     key = _key(cfg, spec, start, teacher)
     info = _done(d, key)
     if info is not None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from rlvr.config import config_hash
 from rlvr.errors import UserError
-from rlvr.experiments.evaluate import evaluate_model
+from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.models import build_model, model_config, model_id
+from rlvr.experiments.models import build_model, model_cached, model_config, model_id
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.verdict import spread, verdict
 from rlvr.log import Progress, warn
@@ -93,7 +93,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
 
     try:
         for c in cells:
-            if over_budget():
+            if over_budget() and not model_cached(exp, exp.models[c.model], c.seed, out, built):
                 stopped = True
                 break
             t = time.time()
@@ -105,7 +105,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
             timings[c.id] = time.time() - t
             bar.update(1)
         for c in ([] if stopped else _eval_cells(exp, seeds, built, evals)):
-            if over_budget():
+            if over_budget() and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
                 stopped = True
                 break
             t = time.time()
@@ -138,14 +138,20 @@ def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tupl
     return out
 
 
-def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]) -> dict:
-    ev = exp.evaluations[c.eval]
+def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
+    """(checkpoint, config, cell folder, cell key) of an evaluation cell."""
     info = built[model_id(c.model, c.seed)]
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
     key = f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}|{config_hash(cfg.sampling)}"
+    return path, cfg, eval_dir(out, exp.evaluations[c.eval], c.model, c.seed, c.milestone), key
+
+
+def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]) -> dict:
+    ev = exp.evaluations[c.eval]
+    path, cfg, d, key = _eval_target(exp, c, out, built)
     return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
-                          ev.top_p, ev.perplexity, SAMPLING_SEED, eval_dir(out, ev, c.model, c.seed, c.milestone), key)
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key)
 
 
 def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> dict:

@@ -102,12 +102,18 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     return out / "final"
 
 
+def cached_base(model_cfg: ModelConfig, pre: PretrainConfig) -> Path | None:
+    """The cached base checkpoint of this (model, pretrain) config if it exists, else None."""
+    d = cache_root() / "base" / pretrain_key(model_cfg.with_dtype("float32"), pre)
+    return d / "final" if (d / "final" / "model.safetensors").exists() and (d / "pretrain.json").exists() else None
+
+
 def base_model(model_cfg: ModelConfig, pre: PretrainConfig, progress: str = "auto") -> Path:
     """The cached base checkpoint for this (model, pretrain) config, pretrained on first use."""
     model_cfg = model_cfg.with_dtype("float32")  # pretraining (and its cache key) stays float32 whatever model.dtype
     d = cache_root() / "base" / pretrain_key(model_cfg, pre)
-    if (d / "final" / "model.safetensors").exists() and (d / "pretrain.json").exists():
-        return d / "final"
+    if (found := cached_base(model_cfg, pre)) is not None:
+        return found
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     pretrain(model_cfg, pre, tmp, progress)

@@ -44,6 +44,9 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
     again = json.loads((out / "table.json").read_text())
     assert [r["verdict"] for r in again["claims"]] == [r["verdict"] for r in table["claims"]]
+    # a time budget stops only before a cell with work to do: everything cached -> the same page
+    assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet", "--max-minutes", "0.0001"]) == 0
+    assert json.loads((out / "table.json").read_text())["status"] == table["status"]
 
 
 def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):

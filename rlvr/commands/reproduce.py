@@ -64,7 +64,7 @@ def run(args) -> int:
     out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")
     from rlvr.experiments.models import model_config
     from rlvr.experiments.page import write_page
-    from rlvr.experiments.runner import check_claims, run_experiment, trajectories
+    from rlvr.experiments.runner import check_claims, passk_curves, run_experiment, trajectories
     from rlvr.machine import machine_info, machine_line
     from rlvr.model.precision import config_spec, resolve_dtype
 
@@ -74,7 +74,7 @@ def run(args) -> int:
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
-    page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), res,
+    page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
                       machine_line(machine_info(prec)), command, args.quick)
     width = max((len(r["id"]) for r in rows), default=10)
     for r in rows:

@@ -67,8 +67,8 @@ def _trajectory_lines(traj: dict) -> list[str]:
     return out
 
 
-def plot_passk(exp: Experiment, rows: list[dict], out: Path) -> list[Path]:
-    """pass@k curves per evaluation from the passk_diff claims' details (mean over seeds)."""
+def plot_passk(exp: Experiment, curves: dict, out: Path) -> list[Path]:
+    """One PNG per evaluation: pass@k of each model (mean over seeds) against k."""
     try:
         import matplotlib
 
@@ -76,23 +76,13 @@ def plot_passk(exp: Experiment, rows: list[dict], out: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    curves: dict[str, dict[str, dict[int, list[float]]]] = {}
-    for r in rows:
-        if r["measure"] != "passk_diff" or "details" not in r:
-            continue
-        ev = curves.setdefault(r["args"]["eval"], {})
-        for who, name in (("model", r["args"]["model"]), ("against", r["args"]["against"])):
-            pts = ev.setdefault(name, {})
-            for per_seed in r["details"][who].values():
-                for k, v in per_seed.items():
-                    pts.setdefault(int(k), []).append(v)
     paths = []
     (out / "plots").mkdir(parents=True, exist_ok=True)
     for ev, models in curves.items():
         fig, ax = plt.subplots(figsize=(5.5, 3.8))
-        for name, pts in sorted(models.items()):
-            ks = sorted(pts)
-            ax.plot(ks, [sum(pts[k]) / len(pts[k]) for k in ks], marker="o", ms=3, label=name)
+        for name, pts in models.items():
+            ks = sorted(int(k) for k in pts)
+            ax.plot(ks, [pts[str(k)] for k in ks], marker="o", ms=3, label=name)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("k")
         ax.set_ylabel("pass@k (mean over seeds)")
@@ -108,10 +98,22 @@ def plot_passk(exp: Experiment, rows: list[dict], out: Path) -> list[Path]:
     return paths
 
 
-def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, run: dict, machine: str,
+def _curve_lines(curves: dict) -> list[str]:
+    out = []
+    for ev, models in curves.items():
+        ks = sorted({int(k) for pts in models.values() for k in pts})
+        shown = [k for k in ks if k in (1, 4, 16, 64, 256) or k == ks[-1]]
+        head = "| model | " + " | ".join(f"pass@{k}" for k in shown) + " |"
+        out += [f"Evaluation `{ev}` (mean over seeds):", "", head, "|---|" + "---|" * len(shown)]
+        out += [f"| {m} | " + " | ".join(f"{pts[str(k)]:.3f}" for k in shown) + " |" for m, pts in models.items()]
+        out.append("")
+    return out
+
+
+def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
                command: str, quick: bool) -> Path:
     """Write README.md, table.json and the plots; -> README.md."""
-    plots = plot_passk(exp, rows, out)
+    plots = plot_passk(exp, curves, out)
     done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
               else f"partial: {done} of {len(rows)} claims measured")
@@ -124,7 +126,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, run: di
              *verdict_table(rows), ""]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
-    lines += ["## Details", "", *_details(rows), ""]
+    lines += ["## pass@k", "", *_curve_lines(curves), "## Details", "", *_details(rows), ""]
     tl = _trajectory_lines(traj)
     if tl:
         lines += ["## Through training", "", *tl]
@@ -139,7 +141,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, run: di
               *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
     (out / "README.md").write_text("\n".join(lines))
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
-             "trajectories": traj, "machine": machine, "command": command, "timings": run["timings"],
+             "trajectories": traj, "passk": curves, "machine": machine, "command": command, "timings": run["timings"],
              "models": run["built"]}
     (out / "table.json").write_text(json.dumps(_round(table), indent=1, default=str))
     return out / "README.md"

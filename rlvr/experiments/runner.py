@@ -9,12 +9,14 @@ missing is reported as "not run yet", never guessed.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.config import config_hash
 from rlvr.errors import UserError
+from rlvr.eval.passk import pass_at_k_matrix
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import build_model, model_cached, model_config, model_id
@@ -98,7 +100,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 break
             t = time.time()
             try:
-                built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built, "none")
+                built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
+                                                               "none" if progress == "none" else "plain")
             except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why
                 failed[c.id] = str(e)
                 warn(f"{c.id} failed: {e}")
@@ -109,7 +112,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 stopped = True
                 break
             t = time.time()
-            _run_eval(exp, c, out, built)
+            _run_eval(exp, c, out, built, None if progress == "none" else _chunk_note(c))
             timings[c.id] = time.time() - t
             bar.update(1)
     finally:
@@ -147,11 +150,18 @@ def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
     return path, cfg, eval_dir(out, exp.evaluations[c.eval], c.model, c.seed, c.milestone), key
 
 
-def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]) -> dict:
+def _chunk_note(c: Cell):
+    def note(i: int, n: int) -> None:
+        print(f"[{c.id}] samples chunk {i}/{n}", file=sys.stderr, flush=True)
+
+    return note
+
+
+def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_chunk=None) -> dict:
     ev = exp.evaluations[c.eval]
     path, cfg, d, key = _eval_target(exp, c, out, built)
     return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
-                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key)
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk)
 
 
 def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> dict:
@@ -224,3 +234,23 @@ def _point(step: int, st: dict) -> dict:
 
     return {"step": step, "token_entropy": mean(st["token_entropy"]), "answer_entropy": mean(st["answer_entropy"]),
             "pass1": sum(st["correct"]) / (st["n"] * len(st["correct"]))}
+
+
+def passk_curves(exp: Experiment, out: Path, seeds: int) -> dict:
+    """{eval: {model: {k: mean over seeds of pass@k}}} for k = 1, 2, 4, ... n of every evaluated
+    model (milestones excluded), from the cells on disk."""
+    res: dict = {}
+    for ev in exp.evaluations.values():
+        ks = [1 << e for e in range(ev.n.bit_length()) if (1 << e) <= ev.n]
+        for m in ev.models:
+            per_seed = []
+            for s in seeds_of(exp, m, seeds):
+                try:
+                    st = load_stats(out, ev, m, s)
+                except FileNotFoundError:
+                    continue
+                per_seed.append(pass_at_k_matrix([st["n"]] * len(st["correct"]), st["correct"], ks).mean(0))
+            if per_seed:
+                res.setdefault(ev.name, {})[m] = {str(k): float(sum(v[j] for v in per_seed) / len(per_seed))
+                                                  for j, k in enumerate(ks)}
+    return res

@@ -35,12 +35,25 @@ def verdict_table(rows: list[dict]) -> list[str]:
 
 
 def _details(rows: list[dict]) -> list[str]:
+    """One readable line per measured claim: crossover k, support counts and rates, the two sides."""
     out = []
     for r in rows:
         d = r.get("details")
         if not d:
             continue
-        out.append(f"- **{r['id']}**: " + json.dumps(_round(d), sort_keys=True))
+        m, a = r["args"].get("model"), r["args"].get("against")
+        if r["measure"] == "passk_diff":
+            text = (f"crossover (smallest k where {a} is above {m} beyond the 95% interval): "
+                    + ", ".join(f"{s} {k}" for s, k in d["crossover"].items()))
+        elif r["measure"] == "support_balance":
+            text = "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in x["counts"].items()) + ", "
+                             + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["rates"].items())
+                             + f" (k = {x['k']})" for s, x in d.items())
+        elif r["measure"] == "entropy_diff":
+            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
+        else:
+            text = json.dumps(_round(d), sort_keys=True)
+        out.append(f"- **{r['id']}**: {text}")
     return out
 
 

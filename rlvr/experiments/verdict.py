@@ -1,4 +1,4 @@
-"""Verdicts of a claim from its per-seed estimates (pure; docs/reproductions/README.md).
+"""Verdicts of a claim from its per-seed estimates (pure; docs/commands/reproduce.md).
 
 A claim expects a direction: ``positive`` (the measured quantity > 0) or ``negative`` (< 0). Each
 seed gives an estimate with a 95% interval (lo, hi). The verdict is

@@ -86,13 +86,13 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     built: dict[str, dict] = {}
     timings: dict[str, float] = {}
     cells = model_cells(exp, seeds, evals)
-    bar = Progress(len(cells) + _n_eval_cells(exp, seeds, evals), f"reproduce {exp.name}", progress)
     stopped = False
     failed: dict[str, str] = {}
 
     def over_budget() -> bool:
         return max_minutes is not None and time.time() - t0 > 60 * max_minutes
 
+    bar = Progress(len(cells), f"reproduce {exp.name}: models", progress)
     try:
         for c in cells:
             if over_budget() and not model_cached(exp, exp.models[c.model], c.seed, out, built):
@@ -107,7 +107,12 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 warn(f"{c.id} failed: {e}")
             timings[c.id] = time.time() - t
             bar.update(1)
-        for c in ([] if stopped else _eval_cells(exp, seeds, built, evals)):
+    finally:
+        bar.close()
+    ecells = [] if stopped else _eval_cells(exp, seeds, built, evals)  # milestones are known now
+    bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
+    try:
+        for c in ecells:
             if over_budget() and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
                 stopped = True
                 break
@@ -121,10 +126,6 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         warn(f"stopped after {max_minutes} minutes (--max-minutes); run the same command again to continue")
     return {"built": built, "timings": timings, "failed": failed, "complete": not stopped,
             "wall_s": time.time() - t0}
-
-
-def _n_eval_cells(exp: Experiment, seeds: int, evals: tuple[str, ...]) -> int:
-    return sum(len(seeds_of(exp, m, seeds)) for e in evals for m in exp.evaluations[e].models)
 
 
 def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tuple[str, ...]) -> list[Cell]:

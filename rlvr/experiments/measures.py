@@ -66,13 +66,18 @@ def _label(seed: int | None) -> str:
 
 
 def _pairs(get: Get, args: dict, seeds: list[int | None], against_seeds: list[int | None]):
-    """(seed, model stats, against stats) per seed of the model, against paired or shared."""
-    for i, s in enumerate(seeds):
-        a_seed = against_seeds[i] if len(against_seeds) == len(seeds) else against_seeds[0]
+    """(seed, model stats, against stats), one per seed of whichever side is seeded (both seeded:
+    paired seed by seed; a shared side, seeds ``[None]``, meets every seed of the other)."""
+    m_seeded, a_seeded = seeds != [None], against_seeds != [None]
+    if m_seeded and a_seeded and len(seeds) != len(against_seeds):
+        raise UserError(f"{args['model']} and {args['against']} have different seed counts")
+    for i in range(max(len(seeds), len(against_seeds))):
+        s = seeds[i] if m_seeded else None
+        a_seed = against_seeds[i] if a_seeded else None
         m, a = get(args["eval"], args["model"], s), get(args["eval"], args["against"], a_seed)
         if m["ids"] != a["ids"]:
             raise UserError(f"{args['model']} and {args['against']} were evaluated on different problems")
-        yield s, m, a
+        yield (s if m_seeded else a_seed), m, a
 
 
 def _k(args: dict, n: int) -> int:

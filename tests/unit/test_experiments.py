@@ -109,3 +109,14 @@ def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):
 class _Task:
     def problems(self, split, n):
         return [object()] * n
+
+
+def test_a_shared_model_meets_every_seed_of_a_seeded_one():
+    base = _stats([4, 0], 4)
+    rls = {s: _stats([c, 4], 4) for s, c in ((0, 0), (1, 2), (2, 4))}
+    look = {("e", "base", None): base, **{("e", "rl", s): v for s, v in rls.items()}}.__getitem__
+    est, det = measures.passk_diff(lambda e, m, s: look((e, m, s)),
+                                   {"eval": "e", "model": "base", "against": "rl", "k": 1}, [None], [0, 1, 2])
+    # base pass@1 (1, 0); rl s0 (0, 1), s1 (.5, 1), s2 (1, 1) -> base - rl: -0.0, -0.25, -0.5 mean per seed
+    assert [e.seed for e in est] == [0, 1, 2] and set(det["crossover"]) == {"s0", "s1", "s2"}
+    assert [e.value for e in est] == pytest.approx([0.0, -0.25, -0.5])

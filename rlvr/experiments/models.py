@@ -14,6 +14,7 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -104,8 +105,6 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
 
 
 def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> dict:
-    import dataclasses
-
     every = max(1, cfg.train.steps // spec.milestones) if spec.milestones else 0
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_from=start),
                               train=dataclasses.replace(cfg.train, milestone_every=every))

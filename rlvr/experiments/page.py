@@ -5,8 +5,10 @@ and ``OUT/plots/*.png``. Every number on it is read from the cells; every verdic
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment
 
 
@@ -173,12 +175,8 @@ pages of docs/ move here as their experiments are declared.
 def publish(out: Path, docs: Path) -> Path:
     """Copy the page of ``out`` (README.md, table.json, plots/) to ``docs/<experiment>/`` and rebuild
     ``docs/README.md``: one row per claim of every published experiment, its verdict and a link."""
-    import shutil
-
     table = json.loads((out / "table.json").read_text())
     if table.get("quick"):
-        from rlvr.errors import UserError
-
         raise UserError("a quick form checks the machinery, not the claims: publish a full run")
     dest = docs / table["experiment"]
     shutil.rmtree(dest, ignore_errors=True)

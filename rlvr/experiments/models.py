@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from rlvr.config import RunConfig, config_hash, load_config
+from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy, save_policy
@@ -61,9 +62,15 @@ def _done(d: Path, key: str) -> dict | None:
 def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str, dict]) -> tuple[str, str]:
     """(start checkpoint, teacher checkpoint or "") of a trained model, from the models built before it."""
     teacher = ""
+    needs = ["base"]
     if spec.teacher:
         t = exp.models[spec.teacher]
-        teacher = built[model_id(t.name, seed if t.seeded else None)]["path"]
+        needs.append(model_id(t.name, seed if t.seeded else None))
+    missing = [n for n in needs if n not in built]
+    if missing:
+        raise UserError(f"{model_id(spec.name, seed)} needs {', '.join(missing)}, which could not be built")
+    if spec.teacher:
+        teacher = built[needs[1]]["path"]
     return built["base"]["path"], teacher
 
 
@@ -74,7 +81,7 @@ def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, 
         return cached_base(cfg.model, cfg.pretrain) is not None
     try:
         start, teacher = _inputs(exp, spec, seed, built)
-    except KeyError:  # what it is built from is missing
+    except UserError:  # what it is built from is missing
         return False
     return _done(out / "models" / model_id(spec.name, seed), _key(cfg, spec, start, teacher)) is not None
 

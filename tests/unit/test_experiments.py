@@ -120,3 +120,12 @@ def test_a_shared_model_meets_every_seed_of_a_seeded_one():
     # base pass@1 (1, 0); rl s0 (0, 1), s1 (.5, 1), s2 (1, 1) -> base - rl: -0.0, -0.25, -0.5 mean per seed
     assert [e.seed for e in est] == [0, 1, 2] and set(det["crossover"]) == {"s0", "s1", "s2"}
     assert [e.value for e in est] == pytest.approx([0.0, -0.25, -0.5])
+
+
+def test_a_model_whose_teacher_failed_says_so():
+    from rlvr.experiments.models import _inputs
+
+    exp = spec.load("boundary")
+    with pytest.raises(UserError, match="distill needs teacher, which could not be built"):
+        _inputs(exp, exp.models["distill"], None, {"base": {"path": "b"}})
+    assert _inputs(exp, exp.models["distill"], None, {"base": {"path": "b"}, "teacher": {"path": "t"}}) == ("b", "t")

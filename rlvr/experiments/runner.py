@@ -103,7 +103,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
                                                                "none" if progress == "none" else "plain")
             except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why
-                failed[c.id] = str(e)
+                failed[c.model] = str(e)
                 warn(f"{c.id} failed: {e}")
             timings[c.id] = time.time() - t
             bar.update(1)
@@ -174,7 +174,7 @@ def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone:
 
 def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] | None = None) -> list[dict]:
     """Every claim's per-seed estimates, spread and verdict, from the cells on disk; a claim whose
-    model failed to build says why (``failed``: cell id -> reason)."""
+    model failed to build says why (``failed``: model name -> reason)."""
     rows = []
     for cl in exp.claims:
         m = MEASURES[cl.measure]
@@ -185,12 +185,11 @@ def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] 
             est, details = m.compute(lambda e, mo, s: load_stats(out, exp.evaluations[e], mo, s), cl.args,
                                      seeds_of(exp, cl.args["model"], seeds), seeds_of(exp, against, seeds))
         except FileNotFoundError as e:
-            why = [r for cid, r in (failed or {}).items()
-                   if cid.split()[1].split("-s")[0] in (cl.args["model"], against)]
+            why = [(failed or {})[m] for m in (cl.args["model"], against) if m in (failed or {})]
             rows.append({**row, "verdict": f"not measured: {why[0]}" if why else "not run yet", "missing": str(e)})
             continue
-        except UserError as e:
-            rows.append({**row, "verdict": "not run yet", "missing": str(e)})
+        except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)
+            rows.append({**row, "verdict": f"not measured: {e}", "missing": str(e)})
             continue
         row.update(estimates=[{**e.__dict__, "label": e.label} for e in est], spread=spread(est),
                    verdict=verdict(est, cl.expect), details=details)

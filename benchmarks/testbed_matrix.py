@@ -133,9 +133,9 @@ def run_cell(out: Path, p: int, r: int, dtype: str, overrides: list[str], thread
             "--run-dir", str(run), "--plain"]
     wall = _rlvr(args, d / "run.log", threads)
     res = {"pretrain_seed": p, "rl_seed": r, "dtype": dtype, "wall_s": wall, **cell_result(run)}
-    tmp = d / "cell.json.tmp"
-    tmp.write_text(json.dumps(res, indent=1))
-    tmp.replace(done)
+    from rlvr.paths import atomic_write
+
+    atomic_write(done, json.dumps(res, indent=1))
     return res
 
 
@@ -246,10 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(cells, bases, a.min_gain, machine_line({**m, "precision": ",".join(dtypes)}), command.strip())
     (out / "matrix.md").write_text(text)
     plot_curves(cells, out / "curves.png")
-    (out / "matrix.json").write_text(json.dumps({"cells": cells, "bases": bases, "checks": checks(cells, a.min_gain)},
-                                                indent=1))
+    verdicts = checks(cells, a.min_gain)
+    (out / "matrix.json").write_text(json.dumps({"cells": cells, "bases": bases, "checks": verdicts}, indent=1))
     print(text)
-    return 0 if all(checks(cells, a.min_gain).values()) else 1
+    return 0 if all(verdicts.values()) else 1
 
 
 if __name__ == "__main__":

@@ -1,47 +1,21 @@
-"""Unit-test reward for model-written Python, run in the sandbox of :mod:`rlvr.rewards.sandbox`.
+"""Unit-test rewards for model-written Python: :func:`score_code` (assert-style tests),
+:func:`score_io` (stdin/stdout cases) and the TRL-signature :func:`code_reward`.
 
-The test harness of :func:`score_code` runs tests in the same interpreter
-as the solution, so a solution that introspects the harness's frames, or returns objects
-whose ``__eq__`` is always true, can fake a pass; it does defend against exiting early
-(``sys.exit``/``os._exit`` before the tests), swallowing test failures, and printing fake
-success (results travel on a private pipe with a per-run nonce).
+Both run the solution in the sandbox (:mod:`rlvr.rewards.sandbox`) and judge it where the solution
+cannot reach (:mod:`rlvr.rewards.harness`): the tests, the comparison and the pass count never
+enter the sandbox, and only plain data comes out of it. docs/sandbox.md lists what is defended.
 """
 
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.rewards.sandbox import LIMIT_KEYS, SandboxResult, check_limits, resolve_isolation, run_program
-
-# Runs the solution, then each test in its namespace; reports on fd 3 with the nonce read from stdin.
-_HARNESS = r'''
-import json as _json, os as _os, sys as _sys, traceback as _tb
-def _rlvr_harness(solution, tests):
-    nonce = _os.read(0, 64).decode()
-    null = _os.open(_os.devnull, _os.O_RDONLY)
-    _os.dup2(null, 0)
-    g = {"__name__": "solution", "__builtins__": __builtins__}
-    try:
-        exec(compile(solution, "solution.py", "exec"), g)
-    except BaseException:
-        _tb.print_exc()
-    passed = 0
-    for i, test in enumerate(tests):
-        try:
-            exec(compile(test, f"test_{i}.py", "exec"), g)
-            passed += 1
-        except BaseException:
-            _tb.print_exc()
-    _sys.stdout.flush(); _sys.stderr.flush()
-    report = _json.dumps({"nonce": nonce, "passed": passed, "total": len(tests)})
-    _os.write(3, ("\n" + report + "\n").encode())
-    _os._exit(0 if passed == len(tests) else 1)
-'''
+from rlvr.rewards.harness import run_io, run_tests
+from rlvr.rewards.sandbox import LIMIT_KEYS, SandboxResult
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -56,33 +30,57 @@ def extract_code(completion: str) -> str:
     return blocks[-1][1] if blocks else completion
 
 
-def score_code(completion: str, tests: str | Sequence[str], *, partial: bool = False,
-               **limits: Any) -> tuple[float, SandboxResult]:
-    """Reward of ``completion`` against ``tests`` and the sandbox result.
+def _check_limits(limits: dict) -> None:
+    unknown = set(limits) - set(LIMIT_KEYS)
+    if unknown:
+        raise UserError(f"unknown sandbox limit(s) {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}")
 
-    The solution (:func:`extract_code`) runs with ``__name__ == "solution"`` (its
-    ``if __name__ == "__main__"`` block is skipped; stdin is empty); then each test (a
-    string of statements, typically asserts; a single string is one test) runs in the
-    solution's namespace. Reward 1.0 if every test passes, else 0.0; with
-    ``partial=True`` the fraction of tests that passed. A run that times out, crashes or
-    ends before reporting scores 0.0. ``limits`` are :func:`run_sandboxed`'s keywords.
+
+def _reward(result: SandboxResult, partial: bool) -> float:
+    if not result.tests_total:
+        return 0.0
+    if partial:
+        return result.tests_passed / result.tests_total
+    return float(result.tests_passed == result.tests_total and result.reason == "ok")
+
+
+def score_code(completion: str, tests: str | Sequence[str], *, partial: bool = False, prefix: str = "",
+               context: str = "", entry_points: Sequence[str] | None = None,
+               **limits: Any) -> tuple[float, SandboxResult]:
+    """Reward of ``completion`` against assert-style ``tests`` and the harness's result.
+
+    The solution is ``prefix + extract_code(completion)`` (``prefix``: e.g. HumanEval's prompt,
+    which the completion continues); it runs with ``__name__ == "solution"`` (an
+    ``if __name__ == "__main__"`` block is skipped; stdin is empty). Each test (a string of
+    statements; a single string is one test) runs in the trusted runner, after ``context``, with
+    the solution's functions as proxies (:func:`rlvr.rewards.harness.run_tests`). Reward 1.0 if
+    every test passes, else 0.0; with ``partial=True`` the fraction of tests that passed. A run
+    that times out, crashes or ends early scores the tests it passed (0.0 without ``partial``).
+    ``limits`` are :func:`rlvr.rewards.sandbox.run_sandboxed`'s keywords.
     """
     tests = [tests] if isinstance(tests, str) else list(tests)
     if not tests:
         raise UserError("score_code got no tests; pass at least one assert statement")
-    unknown = set(limits) - set(LIMIT_KEYS)
-    if unknown:
-        raise UserError(f"unknown sandbox limit(s) {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}")
-    nonce = secrets.token_hex(16)
-    program = f"{_HARNESS}\n_rlvr_harness({extract_code(completion)!r}, {tests!r})\n"
-    kw = check_limits(**{k: v for k, v in limits.items() if k != "isolation"})
-    result = run_program(program, resolve_isolation(limits.get("isolation", "auto")), stdin=nonce.encode(),
-                  nonce=nonce, **kw)
-    if result.tests_total is None:
-        return 0.0, result
-    if partial:
-        return result.tests_passed / result.tests_total, result
-    return float(result.tests_passed == result.tests_total), result
+    _check_limits(limits)
+    result = run_tests(prefix + extract_code(completion), tests, context=context, entry_points=entry_points,
+                       **limits)
+    return _reward(result, partial), result
+
+
+def score_io(completion: str, cases: Sequence[tuple[str, str]], *, partial: bool = False,
+             **limits: Any) -> tuple[float, SandboxResult]:
+    """Reward of ``completion`` as a stdin/stdout program on ``(input, expected_output)`` cases.
+
+    Each case is a fresh sandboxed run; outputs are compared after whitespace normalisation
+    (:func:`rlvr.rewards.harness.normalise_output`) outside the sandbox. Stops at the first failing
+    case; reward 1.0 if every case passes (``partial``: the share of cases passed before a failure).
+    """
+    cases = [(str(i), str(o)) for i, o in cases]
+    if not cases:
+        raise UserError("score_io got no cases; pass at least one (input, expected_output) pair")
+    _check_limits(limits)
+    result = run_io(extract_code(completion), cases, **limits)
+    return _reward(result, partial), result
 
 
 def _text(completion: Any) -> str:

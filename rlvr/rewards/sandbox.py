@@ -40,8 +40,8 @@ that calls setsid() outlives the run (with the drop, every process of the run's 
 killed at the end); for a non-root caller the fallback's process limit counts every
 process of the caller's uid, and the setsid escape applies too. tmpfs usage (at most
 ``4 * max_file_mb`` MB each for /sandbox and the root) is memory not counted by
-``memory_mb``. The unit-test reward built on it (:func:`rlvr.rewards.code.score_code`) sends its
-results back on a private pipe (fd 3) with a per-run nonce: see ``nonce`` of :func:`run_program`.
+``memory_mb``. The unit-test harness built on it (:mod:`rlvr.rewards.harness`) keeps the tests
+and their verdicts out of the sandbox altogether.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ class SandboxResult:
     wall_s: float
     isolation: str = "none"
     cpu_s: float = 0.0
-    tests_passed: int | None = None  # score_code only
+    tests_passed: int | None = None  # the test harness only (rlvr.rewards.harness)
     tests_total: int | None = None
 
 
@@ -97,11 +98,14 @@ _BOOT = r'''
 import fcntl, json, os, resource, sys
 cfg = json.loads(sys.argv[1])
 os.chdir(cfg["dir"])
-res_fd, st_fd = cfg["fds"]
-status_fd = fcntl.fcntl(st_fd, fcntl.F_DUPFD, 10)
+st_fd, fd_map = cfg["status_fd"], cfg["fds"]
+status_fd = fcntl.fcntl(st_fd, fcntl.F_DUPFD, 20)
 os.close(st_fd)
-if res_fd != 3:
-    os.dup2(res_fd, 3); os.close(res_fd)
+moved = {int(t): fcntl.fcntl(src, fcntl.F_DUPFD, 20) for t, src in fd_map.items()}
+for src in fd_map.values():
+    os.close(src)
+for t, fd in moved.items():
+    os.dup2(fd, t); os.close(fd)
 if cfg["drop"]:
     try:
         os.chown(".", cfg["drop"], cfg["drop"])
@@ -110,7 +114,8 @@ if cfg["drop"]:
     os.setgroups([]); os.setgid(cfg["drop"]); os.setuid(cfg["drop"])
 pid = os.fork()
 if pid:  # supervisor: report the exact wait status of the program, then leave
-    os.close(3)
+    for t in moved:
+        os.close(t)
     _, status, usage = os.wait4(pid, 0)
     os.write(status_fd, f"{status} {usage.ru_utime + usage.ru_stime}".encode())
     os._exit(0)
@@ -309,8 +314,8 @@ def _killpg(pid: int) -> None:
         pass
 
 
-def _pump(proc: subprocess.Popen, side: dict[str, int], timeout_s: float, cap: int
-          ) -> tuple[dict[str, Any], str | None]:
+def _pump(proc: subprocess.Popen, side: dict[str, int], timeout_s: float, cap: int,
+          done: Callable[[], bool] | None = None) -> tuple[dict[str, Any], str | None]:
     """Read stdout/stderr and the ``side`` pipes until exit, timeout or the output cap, kill the
     process group, reap. stdout+stderr together keep at most ``cap`` bytes, side pipes their last 4 KB."""
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
@@ -341,6 +346,8 @@ def _pump(proc: subprocess.Popen, side: dict[str, int], timeout_s: float, cap: i
         left = deadline - time.monotonic()
         if left <= 0:
             killed = "timeout"
+        elif done is not None and done():
+            killed = "done"
         elif sel.get_map():
             read_ready(min(left, 0.05))
         else:
@@ -362,8 +369,7 @@ def _pump(proc: subprocess.Popen, side: dict[str, int], timeout_s: float, cap: i
     return io, killed
 
 
-def _classify(rc: int, killed: str | None, io: dict, cpu_limit: float, harness: dict | None,
-              expect_harness: bool) -> str:
+def _classify(rc: int, killed: str | None, io: dict, cpu_limit: float) -> str:
     if killed:
         return killed
     if rc < 0:
@@ -373,17 +379,12 @@ def _classify(rc: int, killed: str | None, io: dict, cpu_limit: float, harness: 
         return "crashed" if sig in _CRASH_SIGNALS else "killed"
     if rc == BLOCKED_EXIT and "sandbox: blocked" in io["stderr"]:
         return "blocked"
-    all_passed = harness is not None and harness["passed"] == harness["total"]
-    if "MemoryError" in io["stderr"] and not all_passed:
+    if "MemoryError" in io["stderr"] and rc != 0:
         return "memory"
-    if harness is not None:
-        return "ok" if all_passed else "failed"
-    if expect_harness:
-        return "incomplete" if rc == 0 else "error"
     return "ok" if rc == 0 else "error"
 
 
-def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, int]
+def _command(base: str, isolation: str, limits: dict[str, Any], status_fd: int, fds: dict[int, int]
              ) -> tuple[list, dict, int]:
     """argv, environment and the uid the program will run as (0: no drop) for ``base``/main.py."""
     python, root_user = _interpreter(), os.geteuid() == 0
@@ -403,7 +404,8 @@ def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, 
                "RLIMIT_CORE": [0, 0], "RLIMIT_NOFILE": [256, 256]}
     # "run" is unused by the child; it lets ps (and the tests) tell runs apart
     cfg = {"run": base, "dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none",
-           "fds": list(fds), "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
+           "status_fd": status_fd, "fds": {str(t): src for t, src in fds.items()},
+           "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
     child = [python, "-I", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]
     argv = [_tool("sh") or "/bin/sh", "-c", 'ulimit -c 0; umask 022; exec "$@"', "sh", *wrap, *child]
     env = {"PATH": "/usr/bin:/bin", "HOME": inner, "TMPDIR": "/tmp" if wrap else inner, "LANG": "C.UTF-8",
@@ -411,33 +413,40 @@ def _command(base: str, isolation: str, limits: dict[str, Any], fds: tuple[int, 
     return argv, env, drop
 
 
-def run_program(program: str, isolation: str, *, stdin: bytes = b"", nonce: str | None = None,
-                **limits: Any) -> SandboxResult:
+def run_program(program: str, isolation: str, *, stdin: bytes = b"", fds: dict[int, int] | None = None,
+                done: Callable[[], bool] | None = None, **limits: Any) -> SandboxResult:
     """Run ``program`` as main.py under backend ``isolation`` (already resolved) and ``limits``
-    (the keywords of :func:`check_limits`). With ``nonce``, the program reports
-    ``{"nonce", "passed", "total"}`` as a JSON line on fd 3 (the harness of
-    :func:`rlvr.rewards.code.score_code`), and the result carries those counts."""
+    (the keywords of :func:`check_limits`).
+
+    ``fds`` maps a descriptor number the program sees (3 and up) to a descriptor of this process
+    (a pipe end the caller made); this process's copies are closed once the program has started.
+    ``done()``, polled while the program runs, ends it early (SIGKILL to its group, reason as if it
+    had exited on its own) once true: the harness of :mod:`rlvr.rewards.harness` uses it to stop a
+    solution server whose tests have all run."""
+    fds = dict(fds or {})
     t0, base = time.monotonic(), tempfile.mkdtemp(prefix="rlvr-sbx-")
-    pipes = [os.pipe(), os.pipe()]  # (read, write) for the harness result and the exit status
+    st_r, st_w = os.pipe()  # the supervisor's report: exact wait status and CPU seconds
+    open_fds = [st_r, st_w, *fds.values()]
     try:
+        if any(t < 3 for t in fds):
+            raise ValueError("fds targets must be 3 or more")
         os.chmod(base, 0o755)
         with open(os.path.join(base, "main.py"), "w", encoding="utf-8") as f:
             f.write(program)
         os.chmod(os.path.join(base, "main.py"), 0o644)
-        argv, env, uid = _command(base, isolation, limits, (pipes[0][1], pipes[1][1]))
+        argv, env, uid = _command(base, isolation, limits, st_w, fds)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, cwd=base, env=env, start_new_session=True,
-                                    close_fds=True, pass_fds=(pipes[0][1], pipes[1][1]))
+                                    close_fds=True, pass_fds=(st_w, *fds.values()))
         except OSError as exc:
             return SandboxResult(False, None, "", str(exc), "sandbox_error", time.monotonic() - t0, isolation)
-        for _, w in pipes:
-            os.close(w)
-        pipes = [(r, None) for r, _ in pipes]
+        for fd in (st_w, *fds.values()):
+            os.close(fd)
+            open_fds.remove(fd)
         threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
         try:
-            io, killed = _pump(proc, {"result": pipes[0][0], "status": pipes[1][0]}, limits["timeout_s"],
-                               limits["max_output"])
+            io, killed = _pump(proc, {"status": st_r}, limits["timeout_s"], limits["max_output"], done)
         except BaseException:  # KeyboardInterrupt while waiting: leave nothing running
             _killpg(proc.pid)
             proc.wait()
@@ -450,16 +459,14 @@ def run_program(program: str, isolation: str, *, stdin: bytes = b"", nonce: str 
         rc, report = proc.returncode, io["status"].decode("ascii", "replace").split()
         if len(report) == 2:  # the supervisor's exact wait status and CPU seconds of the program
             rc, io["cpu_s"] = os.waitstatus_to_exitcode(int(report[0])), float(report[1])
-        harness = _parse_result(io["result"], nonce)
-        reason = _classify(rc, killed, io, limits["cpu_s"], harness, nonce is not None)
-        passed, total = (harness["passed"], harness["total"]) if harness else (None, None)
+        if killed == "done":  # stopped by the caller: judged by its exit, if it had exited
+            killed, rc = None, rc if len(report) == 2 else 0
+        reason = _classify(rc, killed, io, limits["cpu_s"])
         return SandboxResult(reason == "ok", rc, io["stdout"], io["stderr"], reason, time.monotonic() - t0,
-                             isolation, io["cpu_s"], passed, total)
+                             isolation, io["cpu_s"])
     finally:
-        for pair in pipes:
-            for fd in pair:
-                if fd is not None:
-                    os.close(fd)
+        for fd in open_fds:
+            os.close(fd)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -485,20 +492,6 @@ def _feed(pipe: Any, data: bytes) -> None:
             pipe.close()
         except OSError:
             pass
-
-
-def _parse_result(raw: bytes, nonce: str | None) -> dict | None:
-    """The harness's last report line carrying ``nonce`` (None when there is none)."""
-    if nonce is None:
-        return None
-    for line in reversed(raw.decode("utf-8", "replace").splitlines()):
-        try:
-            got = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(got, dict) and got.get("nonce") == nonce:
-            return {"passed": int(got["passed"]), "total": int(got["total"])}
-    return None
 
 
 def run_sandboxed(code: str, *, timeout_s: float = 5.0, memory_mb: int = 512, cpu_s: float | None = None,

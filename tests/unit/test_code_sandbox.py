@@ -1,17 +1,12 @@
-"""The code sandbox: an attack suite run on every isolation backend this machine has, and the
-unit-test reward. Each attack must be contained, reported with a reason, and leave the host
-(the test's own tmp dir, a listening socket, a victim process) unchanged."""
+"""The code sandbox itself (:func:`run_sandboxed`): escapes run on every isolation backend this
+machine has, each contained, reported with a reason, and leaving the host unchanged; and the
+unit-test reward's API. The reward-hack suite is tests/unit/test_code_attacks.py."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -19,61 +14,14 @@ from rlvr.errors import UserError
 from rlvr.rewards import sandbox as sbx
 from rlvr.rewards.code import code_reward, extract_code, score_code
 from rlvr.rewards.sandbox import run_sandboxed
+from tests.unit.sandbox_host import BACKENDS, ISOLATED, SECRET, TOKEN, Host
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
-BACKENDS = ["none"] + [b for b in ("bwrap", "unshare") if sys.platform == "linux" and sbx._probe(b) is None]
-ISOLATED = [b for b in BACKENDS if b != "none"]
-SECRET = "s3cr3t-" + "7f1c2a"  # not spelled out in any attack program
-_BOOT_MARK = "cfg = json.loads(sys.argv[1])"  # in the cmdline of every sandboxed process
 
-
-def _sandbox_pids(run_root: Path) -> list[int]:
-    """Sandboxed processes of runs created under ``run_root`` (their cmdline names the run dir)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path("/proc", entry, "cmdline").read_bytes()
-            except OSError:
-                continue
-            if _BOOT_MARK.encode() in cmdline and str(run_root).encode() in cmdline:
-                pids.append(int(entry))
-    return pids
-
-
-def _snapshot(root: Path) -> dict[str, bytes | None]:
-    out: dict[str, bytes | None] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            out[os.path.join(dirpath, d)] = None
-        for f in filenames:
-            out[os.path.join(dirpath, f)] = Path(dirpath, f).read_bytes()
-    return out
-
-
-@pytest.fixture
-def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A host tree with a secret and victim files; sandboxes are created under it."""
-    (tmp_path / "secret.txt").write_text(SECRET)
-    (tmp_path / "victim").mkdir()
-    (tmp_path / "victim" / "keep.txt").write_text("keep me")
-    sandboxes = tmp_path / "sandboxes"
-    sandboxes.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(sandboxes))
-    before = _snapshot(tmp_path)
-    yield tmp_path
-    deadline = time.monotonic() + 3
-    while _sandbox_pids(sandboxes) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _sandbox_pids(sandboxes) == [], "a sandboxed process outlived its run"
-    assert list(sandboxes.iterdir()) == [], "the private temp dir was not deleted"
-    assert _snapshot(tmp_path) == before, "the host tree changed"
-
-
-def _attack(name: str, host: Path, port: int = 0, pid: int = 0) -> tuple[str, dict]:
+def _attack(name: str, host: Host) -> tuple[str, dict]:
     """(program, limits) of attack ``name``; paths and ports of the host are baked in."""
-    secret, victim = str(host / "secret.txt"), str(host / "victim")
+    secret, victim, port, pid = str(host.secret), str(host.victim_dir), host.port, host.victim_pid
     programs = {
         "read_secret": (f"print(open({secret!r}).read())", {}),
         "read_secret_ctypes": (
@@ -81,7 +29,7 @@ def _attack(name: str, host: Path, port: int = 0, pid: int = 0) -> tuple[str, di
             f"fd = libc.open({secret.encode()!r}, 0)\nassert fd >= 0, 'open failed'\n"
             "buf = ctypes.create_string_buffer(4096)\nn = libc.read(fd, buf, 4096)\n"
             "print(buf.raw[:n].decode())", {}),
-        "write_outside": (f"open({str(host / 'pwned.txt')!r}, 'w').write('x')", {}),
+        "write_outside": (f"open({str(host.root / 'pwned.txt')!r}, 'w').write('x')", {}),
         "socket": (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
                    "s.sendall(b'pwned')", {}),
         "fork_bomb": ("import os\nwhile True:\n    os.fork()", {"max_procs": 8, "timeout_s": 3}),
@@ -110,7 +58,8 @@ def _attack(name: str, host: Path, port: int = 0, pid: int = 0) -> tuple[str, di
 # Expected reasons: (isolated backends, fallback). The fallback guard exits with "blocked".
 EXPECT = {
     "read_secret": ({"error"}, {"blocked"}),
-    "read_secret_ctypes": ({"error"}, {"ok"}),  # fallback: ctypes bypasses the audit hook (documented)
+    # fallback: ctypes bypasses the audit hook (documented); with a uid drop the file's mode still stops it
+    "read_secret_ctypes": ({"error"}, {"ok", "error"}),
     "write_outside": ({"error"}, {"blocked"}),
     "socket": ({"error"}, {"blocked"}),
     "fork_bomb": ({"error", "timeout"}, {"blocked"}),
@@ -129,32 +78,19 @@ EXPECT = {
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(EXPECT))
-def test_attack_is_contained(name: str, backend: str, host: Path) -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.setblocking(False)
-    victim = subprocess.Popen(["sleep", "30"])
-    try:
-        code, limits = _attack(name, host, port=listener.getsockname()[1], pid=victim.pid)
-        r = run_sandboxed(code, isolation=backend, **limits)
-        expected = EXPECT[name][0 if backend != "none" else 1]
-        assert r.reason in expected, (r.reason, r.returncode, r.stderr[-800:])
-        assert r.isolation == backend
-        assert r.ok == (r.reason == "ok")
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # nobody connected to the host's port
-        assert victim.poll() is None, "the host process was killed"
-        if name == "read_secret_ctypes" and backend == "none":
-            assert SECRET in r.stdout  # what the fallback cannot stop
-        else:
-            assert SECRET not in r.stdout + r.stderr
-    finally:
-        victim.kill()
-        victim.wait()
-        listener.close()
+def test_attack_is_contained(name: str, backend: str, host: Host) -> None:
+    code, limits = _attack(name, host)
+    r = run_sandboxed(code, isolation=backend, **limits)
+    expected = EXPECT[name][0 if backend != "none" else 1]
+    assert r.reason in expected, (r.reason, r.returncode, r.stderr[-800:])
+    assert r.isolation == backend
+    assert r.ok == (r.reason == "ok")
+    if name == "read_secret_ctypes" and backend == "none" and r.reason == "ok":
+        assert SECRET in r.stdout  # what the fallback cannot stop without a uid drop (documented)
+    else:
+        assert SECRET not in r.stdout + r.stderr
     if name in ("chdir_up_write",):
-        for parent in [host, *host.parents]:
+        for parent in [host.root, *host.root.parents]:
             assert not (parent / "pwned_up.txt").exists()
     if name == "sleep":
         assert r.wall_s < 3
@@ -167,8 +103,7 @@ def test_attack_is_contained(name: str, backend: str, host: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ISOLATED)
-def test_isolated_view_of_the_machine(backend: str, host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLVR_HOST_TOKEN", "tok-" + "91ab")
+def test_isolated_view_of_the_machine(backend: str, host: Host) -> None:
     code = ("import os, json\nprint(json.dumps({'cwd': os.getcwd(), 'home': os.environ['HOME'], "
             "'env': sorted(os.environ), 'root': sorted(os.listdir('/')), 'pids': sorted(p for p in "
             "os.listdir('/proc') if p.isdigit()), 'uid': os.getuid()}))")
@@ -178,15 +113,14 @@ def test_isolated_view_of_the_machine(backend: str, host: Path, monkeypatch: pyt
 
     seen = json.loads(r.stdout)
     assert seen["cwd"] == seen["home"] == "/sandbox"
-    assert "RLVR_HOST_TOKEN" not in seen["env"] and "tok-91ab" not in r.stdout
+    assert "RLVR_HOST_TOKEN" not in seen["env"] and TOKEN not in r.stdout
     assert "home" not in seen["root"] and "work" not in seen["root"]
     assert len(seen["pids"]) <= 3  # its own pid namespace: bwrap init, supervisor, program
     if os.geteuid() == 0:
         assert sbx.UID_BASE <= seen["uid"] < sbx.UID_BASE + (1 << 24)
 
 
-def test_fallback_environment_is_minimal(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLVR_HOST_TOKEN", "tok-" + "91ab")
+def test_fallback_environment_is_minimal(host: Host) -> None:
     code = "import os\nprint(sorted(os.environ), os.getcwd() == os.environ['HOME'])"
     r = run_sandboxed(code, isolation="none")
     assert r.reason == "ok" and "RLVR_HOST_TOKEN" not in r.stdout and r.stdout.strip().endswith("True")
@@ -208,9 +142,10 @@ ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2
     ("def add(a, b):\n    return a + b\n", 1.0, 1.0, "ok"),  # no fence: the whole text is code
     ("```python\ndef add(a, b) return\n```", 0.0, 0.0, "failed"),  # syntax error
     ("```python\nimport os\ndef add(a, b):\n    return 0\nos._exit(0)\n```", 0.0, 0.0, "incomplete"),
-    # a forged report without the nonce, and a fake success message
+    # a forged report on the answer channel (the runner stops listening: a broken protocol) and a
+    # fake success message
     ("```python\nimport os\nos.write(3, b'{\"nonce\": \"x\", \"passed\": 3, \"total\": 3}')\n"
-     "print('3/3 passed')\ndef add(a, b):\n    return 7\n```", 0.0, 0.0, "failed"),
+     "print('3/3 passed')\ndef add(a, b):\n    return 7\n```", 0.0, 0.0, "incomplete"),
     ("```python\nimport sys\ndef add(a, b):\n    return a + b\nsys.exit(0)\n```", 1.0, 1.0, "ok"),
     ("```python\ndef add(a, b):\n    while True:\n        pass\n```", 0.0, 0.0, "cpu_limit"),
 ])

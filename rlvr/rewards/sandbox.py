@@ -406,7 +406,7 @@ def _command(base: str, isolation: str, limits: dict[str, Any], status_fd: int, 
     cfg = {"run": base, "dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none",
            "status_fd": status_fd, "fds": {str(t): src for t, src in fds.items()},
            "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
-    child = [python, "-I", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]
+    child = [python, "-I", "-S", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]
     argv = [_tool("sh") or "/bin/sh", "-c", 'ulimit -c 0; umask 022; exec "$@"', "sh", *wrap, *child]
     env = {"PATH": "/usr/bin:/bin", "HOME": inner, "TMPDIR": "/tmp" if wrap else inner, "LANG": "C.UTF-8",
            "USER": "sandbox", "LOGNAME": "sandbox"}

@@ -45,3 +45,21 @@ def test_every_methods_page_is_in_the_methods_index() -> None:
     index = (methods / "index.md").read_text(encoding="utf-8")
     missing = [p.name for p in methods.glob("*.md") if p.name != "index.md" and f"]({p.name})" not in index]
     assert missing == []
+
+
+RESULTS_PAGES = ("results.md", "curves_results.md", "unsupervised_results.md", "excursions.md",
+                 "weights_rl_vs_sft.md", "performance.md", "pipeline.md", "reproductions/boundary/README.md")
+PROVENANCE_HEADER = "| command | CPU (model, flags) | threads | precision | date |"
+
+
+def test_every_results_page_has_a_provenance_block() -> None:
+    """Command, CPU, threads, precision, date: each a filled cell ("not recorded" when unknown)."""
+    for page in RESULTS_PAGES:
+        lines = (ROOT / "docs" / page).read_text(encoding="utf-8").splitlines()
+        assert "**Provenance**" in lines[2], page
+        i = lines.index(PROVENANCE_HEADER)
+        rows = [r for r in lines[i + 2:] if r.startswith("|")]
+        assert rows, page
+        for r in rows[: next((j for j, x in enumerate(lines[i + 2:]) if not x.startswith("|")), len(rows))]:
+            cells = [c.strip() for c in r.strip("|").split(" | ")]
+            assert len(cells) == 5 and all(cells), (page, r)

@@ -1,4 +1,4 @@
-"""Advantages from group rewards (METHODS.md section 1) and DAPO overlong shaping.
+"""Advantages from group rewards (docs/methods/advantages.md) and DAPO overlong shaping.
 
 Shapes: P prompts, G samples per prompt, B = P*G completions. Rewards arrive as
 ``reward_P_G``; the trainer flattens the result to ``adv_B`` (row p*G + g) and

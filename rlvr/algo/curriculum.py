@@ -1,4 +1,4 @@
-"""No-Positive-Resampling curriculum (ScaleRL, arXiv 2510.13786, METHODS.md section 3).
+"""No-Positive-Resampling curriculum (ScaleRL, arXiv 2510.13786, docs/methods/scalerl.md).
 
 A prompt whose historical pass rate (correct / total over all of its samples so
 far) reaches the threshold (paper: 0.9) is retired: it is not sampled in any later

@@ -1,4 +1,4 @@
-"""Entropy-dynamics diagnostic: the token-level gradient view (METHODS.md section 2, WAPO entry).
+"""Entropy-dynamics diagnostic: the token-level gradient view (docs/methods/losses.md, WAPO entry).
 
 For a softmax policy with logits z, one step on sampled token s with
 dz = eta * A * (e_s - p) moves the sampled token with the sign of A. Token s is a

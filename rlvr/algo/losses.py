@@ -1,4 +1,4 @@
-"""Policy losses of the GRPO family, as one registry (METHODS.md section 2).
+"""Policy losses of the GRPO family, as one registry (docs/methods/losses.md).
 
 Every loss is ``loss = sum_{i,t} weights[i,t] * per_token_loss[i,t]``. The
 aggregation ``weights`` (B, T) come from :func:`token_weights`, computed ONCE on
@@ -374,7 +374,7 @@ def cispo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
 @register("wapo", aggregation="wapo", std_norm="none", paper="WAPO (layer6ai-labs/wapo)")
 def wapo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
     """WAPO, Winner Advantage Policy Optimization (reference code layer6ai-labs/wapo; no arXiv id
-    recorded in METHODS.md): only completions with A > 0 update; per-token loss
+    known; docs/methods/losses.md): only completions with A > 0 update; per-token loss
     -min(rho, 1 + wapo_eps) * A, zero gradient above the cap; weights 1/(G L_max) per token,
     divided by the number of groups with a winner. clip_frac_high = share of winner tokens
     (over all loss tokens) above the cap; no lower clip.

@@ -1,4 +1,4 @@
-"""The model-collapse step of an intrinsic-reward run, and the rise and fall (METHODS.md section 4).
+"""The model-collapse step of an intrinsic-reward run, and the rise and fall (docs/methods/unsupervised_rlvr.md).
 
 Unsupervised RLVR (2603.08660) trains on a label-free proxy reward; ground-truth
 accuracy first rises, then falls once the proxy stops agreeing with correctness.

@@ -1,4 +1,4 @@
-"""Sigmoidal compute-performance curves (ScaleRL, arXiv 2510.13786; METHODS.md section 3).
+"""Sigmoidal compute-performance curves (ScaleRL, arXiv 2510.13786; docs/methods/scaling_curves.md).
 
     R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
 
@@ -227,7 +227,7 @@ def fit_sigmoid(
     a_max: float = 1.0,
     max_a_se: float = 0.03,
 ) -> CurveFit:
-    """Fit R(C) by the robust procedure of METHODS.md section 3.
+    """Fit R(C) by the robust procedure of docs/methods/scaling_curves.md.
 
     C, R: (N,) compute and held-out pass rate. Points with C <= min_compute are dropped
     (the initial low-compute part; C must be > 0 for ln C). R0: fixed when given (the

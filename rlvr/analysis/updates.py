@@ -1,4 +1,4 @@
-"""Where a fine-tune moved the weights (METHODS.md section 6, "The Path Not Taken").
+"""Where a fine-tune moved the weights (docs/methods/weight_updates.md, "The Path Not Taken").
 
 Pure functions on one weight matrix ``w0`` (base) and ``w1`` (tuned), both (m, n), with
 ``dw = w1 - w0``. Singular values and vectors are computed in float64 (see

@@ -16,7 +16,7 @@ EPILOG = """examples:
   rlvr collapse curves/model_a.jsonl curves/model_b.jsonl   # rows {"step", "reward_accuracy", "accuracy"}
 
 A run has collapsed at the first step where the trailing mean of reward accuracy
-over --window points is below --threshold (METHODS.md section 4)."""
+over --window points is below --threshold (docs/methods/unsupervised_rlvr.md)."""
 
 NUMERIC_KEYS = ("reward_accuracy", "heldout_pass_rate", "accuracy", "gt_accuracy", "reward")
 

@@ -1,4 +1,4 @@
-"""``rlvr weights``: where did fine-tuning move the weights? (METHODS.md section 6)."""
+"""``rlvr weights``: where did fine-tuning move the weights? (docs/methods/weight_updates.md)."""
 
 from __future__ import annotations
 

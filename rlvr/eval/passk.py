@@ -23,7 +23,7 @@ def _check_counts(n: int, c: int) -> None:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one problem via the stable product of METHODS.md section 5.
+    """Unbiased pass@k for one problem via the stable product of docs/methods/evaluation.md.
 
     1 - prod_{i=n-c+1}^{n} (1 - k/i); exactly 1.0 when n - c < k. Never forms a
     binomial coefficient, so it is safe for any n.

@@ -1,4 +1,4 @@
-"""Intrinsic (label-free) rewards and the diagnostics logged beside them (METHODS.md section 4).
+"""Intrinsic (label-free) rewards and the diagnostics logged beside them (docs/methods/unsupervised_rlvr.md).
 
 Shapes: P prompts, G samples per prompt, B = P*G completions, T completion tokens
 (right-padded), V vocabulary. Per-position quantities come from logits ``(..., V)``;

@@ -1,4 +1,4 @@
-"""Document reconstruction (METHODS.md section 8; 2602.08237): long-context RLVR without labels.
+"""Document reconstruction (docs/methods/docrecon.md; 2602.08237): long-context RLVR without labels.
 
 A long text is cut into chunks (whole sentences, up to ``chunk_chars`` each). A problem takes
 ``window`` consecutive chunks, removes ``m`` of them chosen among every other chunk (so no two

@@ -1,9 +1,9 @@
 """GSM8K (Cobbe et al. 2021): grade-school maths word problems with numeric answers.
 
 Splits: ``train`` = GSM8K train (7473), ``heldout`` = GSM8K test (1319). Data comes from
-local JSONL (default ``<data dir>/gsm8k_{train,test}.jsonl``, see
-:func:`~rlvr.tasks.jsonl.default_data_dir`) or, when the file is missing, from the hub
-(``openai/gsm8k``, config ``main``) through ``datasets``.
+local JSONL (default ``gsm8k_{train,test}.jsonl`` found by :func:`~rlvr.tasks.jsonl.data_file`:
+``$RLVR_DATA_DIR``, then the packaged copy, which holds the test split only) or, when the file is
+missing, from the hub (``openai/gsm8k``, config ``main``) through ``datasets``.
 
 The reference answer is the number after ``#### `` (commas removed). Gold solutions are the
 dataset's worked answers with the ``<<a*b=c>>`` calculator annotations removed and, with
@@ -24,7 +24,7 @@ from rlvr.tasks.jsonl import (
     DEFAULT_TEMPLATE,
     build_problems,
     check_split,
-    default_data_dir,
+    data_file,
     first_n,
     load_split,
     render,
@@ -72,10 +72,9 @@ class GSM8KTask:
     ):
         if solution_format not in ("boxed", "raw"):
             raise UserError(f"solution_format={solution_format!r}; use 'boxed' or 'raw'")
-        data = default_data_dir()
         self.paths = {
-            "train": Path(train_path) if train_path else data / FILES["train"],
-            "heldout": Path(test_path) if test_path else data / FILES["heldout"],
+            "train": Path(train_path) if train_path else data_file(FILES["train"]),
+            "heldout": Path(test_path) if test_path else data_file(FILES["heldout"]),
         }
         self.template, self.solution_format, self.bad_rows, self.use_hub = (
             template,

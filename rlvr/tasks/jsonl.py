@@ -3,8 +3,12 @@
 :class:`JsonlTask` turns rows into :class:`~rlvr.tasks.base.Problem` objects through a column
 map (``prompt``, ``answer``, optional ``solutions`` and ``id``) and scores completions with a
 chosen verifier from :mod:`rlvr.rewards.math` (``math`` | ``numeric`` | ``exact``). The loading
-helpers here (:func:`read_rows`, :func:`load_split`, :func:`default_data_dir`) are shared with
-the GSM8K and MATH-500 tasks.
+helpers here (:func:`read_rows`, :func:`load_split`, :func:`default_data_dir`, :func:`data_file`)
+are shared with the GSM8K and MATH-500 tasks.
+
+Data files are looked up in ``$RLVR_DATA_DIR`` (when set), then in the copies packaged with rlvr
+(``rlvr/data/``: the GSM8K test split and MATH-500, gzip-compressed, licences and attribution in
+``rlvr/data/DATA_LICENSES.md``). A ``.jsonl.gz`` file is read like the ``.jsonl`` it compresses.
 
 Malformed rows (missing field, wrong type, empty prompt or answer) are skipped and counted in
 ``task.skipped[split]`` (``bad_rows="skip"``, the default) or raise ``UserError``
@@ -13,9 +17,11 @@ Malformed rows (missing field, wrong type, empty prompt or answer) are skipped a
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +35,30 @@ DEFAULT_TEMPLATE = "{question}\n\n" + BOXED_INSTRUCTION
 RowFn = Callable[[dict, int], Problem]  # (row, index) -> Problem; raises ValueError/KeyError/TypeError if bad
 
 
+def packaged_data_dir() -> Path:
+    """The datasets shipped inside the package (``rlvr/data/``; see ``DATA_LICENSES.md`` there)."""
+    return Path(str(resources.files("rlvr").joinpath("data")))
+
+
 def default_data_dir() -> Path:
-    """``$RLVR_DATA_DIR`` if set, else the project's ``../shared/data`` next to the repository root."""
+    """``$RLVR_DATA_DIR`` if set, else the packaged copies (:func:`packaged_data_dir`)."""
     env = os.environ.get("RLVR_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return Path(env) if env else packaged_data_dir()
+
+
+def data_file(name: str) -> Path:
+    """Where the data file ``name`` (e.g. ``gsm8k_test.jsonl``) is read from.
+
+    The first of ``name`` or ``name.gz`` that exists in ``$RLVR_DATA_DIR`` (when set), then in the
+    packaged copies. When none exists, the path in the first directory, so that the caller can fall
+    back to the hub or report the missing file.
+    """
+    dirs = [default_data_dir(), packaged_data_dir()]
+    for d in dict.fromkeys(dirs):
+        for candidate in (d / name, d / f"{name}.gz"):
+            if candidate.is_file():
+                return candidate
+    return dirs[0] / name
 
 
 def render(template: str, question: str) -> str:
@@ -55,7 +81,8 @@ def check_split(split: str) -> None:
 def read_rows(path: str | Path) -> list[Any]:
     """Rows of a ``.jsonl`` / ``.json`` (list of objects) / ``.parquet`` file, in file order.
 
-    A JSONL line that is not valid JSON becomes a ``None`` row (counted as bad by the caller).
+    ``.jsonl.gz`` and ``.json.gz`` are read as the file they compress. A JSONL line that is not
+    valid JSON becomes a ``None`` row (counted as bad by the caller).
     """
     p = Path(path)
     if not p.is_file():
@@ -66,8 +93,13 @@ def read_rows(path: str | Path) -> list[Any]:
         except ImportError as e:
             raise UserError("reading Parquet needs pyarrow; pip install pyarrow (or rlvr[data])") from e
         return pq.read_table(p).to_pylist()
-    text = p.read_text(encoding="utf-8")
-    if p.suffix == ".json":
+    gz = p.suffix == ".gz"
+    if gz:
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = p.read_text(encoding="utf-8")
+    if Path(p.stem if gz else p.name).suffix == ".json":
         rows = json.loads(text)
         if not isinstance(rows, list):
             raise UserError(f"{str(p)!r} is not a JSON list of rows; use a list of objects or JSON Lines")

@@ -2,7 +2,8 @@
 
 MATH-500 has only a test split: ``heldout`` is all 500 problems and asking for ``train``
 raises ``UserError`` (train on ``gsm8k`` or a ``jsonl`` task and evaluate here). Data comes
-from local JSONL (default ``<data dir>/math500_test.jsonl``) or, when the file is missing,
+from local JSONL (default ``math500_test.jsonl`` found by :func:`~rlvr.tasks.jsonl.data_file`:
+``$RLVR_DATA_DIR``, then the copy packaged with rlvr) or, when the file is missing,
 from the hub (``HuggingFaceH4/MATH-500``) through ``datasets``.
 
 The reference answer is the dataset's ``answer`` (LaTeX); the gold solution is ``solution``
@@ -22,7 +23,7 @@ from rlvr.tasks.jsonl import (
     DEFAULT_TEMPLATE,
     build_problems,
     check_split,
-    default_data_dir,
+    data_file,
     first_n,
     load_split,
     render,
@@ -45,7 +46,7 @@ class Math500Task:
         bad_rows: str = "skip",
         use_hub: bool = True,
     ):
-        self.path = Path(path) if path else default_data_dir() / FILE
+        self.path = Path(path) if path else data_file(FILE)
         self.template, self.bad_rows, self.use_hub = template, bad_rows, use_hub
         self.skipped: dict[str, int] = {}  # split -> malformed rows skipped
         self._cache: list[Problem] | None = None

@@ -1,4 +1,4 @@
-"""RL excursions during pretraining (METHODS.md section 7): a grid of pretraining checkpoints x
+"""RL excursions during pretraining (docs/methods/excursions.md): a grid of pretraining checkpoints x
 post-training pipelines, each cell trained on the same budget and evaluated the same way.
 
 Pipelines (from a checkpoint M_t; S = ``excursions.steps`` optimiser steps, R = P*G rows):

@@ -1,4 +1,4 @@
-"""Sigmoidal compute-performance curve fitting (rlvr.analysis.curves; METHODS.md section 3)."""
+"""Sigmoidal compute-performance curve fitting (rlvr.analysis.curves; docs/methods/scaling_curves.md)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,20 @@ import pytest
 
 from rlvr.errors import UserError
 from rlvr.tasks.gsm8k import GSM8KTask, final_answer, gold_solution
-from rlvr.tasks.jsonl import BOXED_INSTRUCTION, JsonlTask, default_data_dir, read_rows
+from rlvr.tasks.jsonl import (
+    BOXED_INSTRUCTION,
+    JsonlTask,
+    data_file,
+    default_data_dir,
+    packaged_data_dir,
+    read_rows,
+)
 from rlvr.tasks.math500 import Math500Task
 
-DATA = default_data_dir()
-needs_data = pytest.mark.skipif(not (DATA / "gsm8k_test.jsonl").is_file(), reason="shared data not present")
+# The GSM8K train split is not packaged (only test and MATH-500 are): it needs $RLVR_DATA_DIR.
+needs_train = pytest.mark.skipif(
+    not data_file("gsm8k_train.jsonl").is_file(), reason="gsm8k_train.jsonl not in $RLVR_DATA_DIR"
+)
 
 
 def _write_jsonl(path: Path, rows: list) -> Path:
@@ -21,12 +30,42 @@ def _write_jsonl(path: Path, rows: list) -> Path:
     return path
 
 
-@needs_data
+def test_packaged_data_is_found_without_a_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLVR_DATA_DIR", raising=False)
+    assert default_data_dir() == packaged_data_dir()
+    for name in ("gsm8k_test.jsonl", "math500_test.jsonl"):
+        p = data_file(name)
+        assert p == packaged_data_dir() / f"{name}.gz" and p.is_file()
+    assert (packaged_data_dir() / "DATA_LICENSES.md").is_file()
+    assert GSM8KTask().paths["heldout"].name == "gsm8k_test.jsonl.gz"
+
+
+def test_data_dir_files_take_precedence_over_packaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path))
+    assert data_file("gsm8k_test.jsonl") == packaged_data_dir() / "gsm8k_test.jsonl.gz"  # fallback
+    _write_jsonl(tmp_path / "gsm8k_test.jsonl", [{"question": "q", "answer": "#### 7"}])
+    assert data_file("gsm8k_test.jsonl") == tmp_path / "gsm8k_test.jsonl"
+    assert [p.answer for p in GSM8KTask(use_hub=False).problems("heldout")] == ["7"]
+    assert data_file("nothing.jsonl") == tmp_path / "nothing.jsonl"  # missing: the first directory's path
+
+
+def test_gzip_rows_read_like_plain(tmp_path: Path) -> None:
+    import gzip
+
+    rows = [{"prompt": "p", "answer": "1"}, {"prompt": "q", "answer": "2"}]
+    with gzip.open(tmp_path / "d.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n{broken\n")
+    assert read_rows(tmp_path / "d.jsonl.gz") == [*rows, None]
+    with gzip.open(tmp_path / "d.json.gz", "wt", encoding="utf-8") as f:
+        f.write(json.dumps(rows))
+    assert read_rows(tmp_path / "d.json.gz") == rows
+
+
 def test_gsm8k_splits_answers_and_gold_solutions() -> None:
-    task = GSM8KTask()
-    test, train = task.problems("heldout"), task.problems("train")
-    assert (len(test), len(train)) == (1319, 7473)
-    assert task.skipped == {"heldout": 0, "train": 0}
+    task = GSM8KTask(use_hub=False)
+    test = task.problems("heldout")
+    assert len(test) == 1319
+    assert task.skipped == {"heldout": 0}
     p = test[0]
     assert p.id == "gsm8k/test/0" and p.answer == "18"
     assert p.prompt.startswith("Janet") and p.prompt.endswith(BOXED_INSTRUCTION)
@@ -41,16 +80,20 @@ def test_gsm8k_splits_answers_and_gold_solutions() -> None:
     ]
 
 
-@needs_data
+@needs_train
+def test_gsm8k_train_split() -> None:
+    task = GSM8KTask(use_hub=False)
+    assert len(task.problems("train")) == 7473 and task.skipped == {"train": 0}
+
+
 def test_all_gsm8k_boxed_gold_solutions_verify() -> None:
-    task = GSM8KTask()
+    task = GSM8KTask(use_hub=False)
     probs = task.problems("heldout")
     assert all(task.verify(p.solutions[0], p).correct for p in probs)
 
 
-@needs_data
 def test_math500_heldout_only_with_meta() -> None:
-    task = Math500Task()
+    task = Math500Task(use_hub=False)
     probs = task.problems("heldout")
     assert len(probs) == 500 and task.skipped == {"heldout": 0}
     p = probs[0]

@@ -86,7 +86,7 @@ def test_predicted_entropy_change_matches_a_real_softmax_step(
         cell = ("pos_" if A > 0 else "neg_") + ("peak" if s == peak else "valley")
         assert out[f"dH_{cell}"] == predicted and out[f"token_share_{cell}"] == 1.0
         signs[cell] = math.copysign(1, predicted)
-    # METHODS.md: +A peak sharpens, +A valley lifts the tail, -A peak spreads, -A valley collapses
+    # docs/methods/losses.md: +A peak sharpens, +A valley lifts the tail, -A peak spreads, -A valley collapses
     assert signs == {"pos_peak": -1, "pos_valley": 1, "neg_peak": 1, "neg_valley": -1}
 
 

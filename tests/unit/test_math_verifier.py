@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -23,18 +22,14 @@ from rlvr.rewards.math import (
 )
 from rlvr.rewards.pool import ScoringPool
 from rlvr.rewards.registry import get_reward, score_batch
-from rlvr.tasks.jsonl import default_data_dir
+from rlvr.tasks.jsonl import data_file, read_rows
 
-DATA = default_data_dir()
-MATH500 = DATA / "math500_test.jsonl"
-GSM8K = DATA / "gsm8k_test.jsonl"
-needs_data = pytest.mark.skipif(
-    not MATH500.is_file() or not GSM8K.is_file(), reason="shared data not present"
-)
+MATH500 = data_file("math500_test.jsonl")  # $RLVR_DATA_DIR, else the copy packaged with rlvr
+GSM8K = data_file("gsm8k_test.jsonl")
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_rows(path)
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -150,7 +145,6 @@ def _completion(ans: str) -> str:
     return f"Some reasoning.\nThe final answer is $\\boxed{{{ans}}}$."
 
 
-@needs_data
 def test_math500_all_references_equivalent_and_perturbed() -> None:
     rows = _rows(MATH500)
     assert len(rows) == 500
@@ -178,7 +172,6 @@ def test_math500_all_references_equivalent_and_perturbed() -> None:
     assert stats.timeouts == 0 and stats.exceptions == 0
 
 
-@needs_data
 def test_math500_gold_solutions_verify() -> None:
     rows = _rows(MATH500)
     boxed_match = sum(last_boxed(r["solution"]) == r["answer"] for r in rows)
@@ -192,7 +185,6 @@ def test_math500_gold_solutions_verify() -> None:
 
 
 # ----------------------------------------------------------------------------- GSM8K
-@needs_data
 def test_gsm8k_gold_solutions_verify_and_off_by_one_fails() -> None:
     rows = _rows(GSM8K)
     assert len(rows) == 1319

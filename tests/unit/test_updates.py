@@ -1,4 +1,4 @@
-"""Known answers for the weight-update measures of METHODS.md section 6 (rlvr.analysis.updates)."""
+"""Known answers for the weight-update measures of docs/methods/weight_updates.md (rlvr.analysis.updates)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,data,ray,peft,tensorboard,docs
+EXTRAS ?= dev,data,ray,peft,tensorboard,docs,code
 
 .PHONY: run test lint docs clean
 

@@ -46,13 +46,30 @@ def verify_checked(task, texts: list[str], problems: list[Problem], *, failure_v
                    timeout_s: float | None = None, workers: int = 2) -> VerifyReport:
     """One verdict per completion, in order; never raises on a verifier failure.
 
-    A verifier that raises, returns something other than a finite Verdict, or (when ``timeout_s``
-    is set and :func:`needs_timeout`) runs past ``timeout_s`` seconds in the
+    A task with ``verify_many(texts, problems) -> list[Verdict]`` (one that bounds and parallelises
+    its own calls, e.g. the code sandbox tasks) is called once for the batch; if it raises, every
+    row fails with its message. Otherwise a verifier that raises, returns something other than a
+    finite Verdict, or (when ``timeout_s`` is set and :func:`needs_timeout`) runs past ``timeout_s``
+    seconds in the
     :mod:`rlvr.rewards.pool` worker (killed and replaced) gets ``Verdict(failure_value,
     "malformed")`` and is listed in ``failures`` with the exception text.
     """
     failures: list[tuple[int, str]] = []
     out: list[Verdict] = []
+    if hasattr(task, "verify_many") and texts:  # the task bounds and parallelises its own calls
+        try:
+            verdicts = list(task.verify_many(list(texts), list(problems)))
+        except Exception as e:  # noqa: BLE001 - a verifier bug must not kill the run
+            verdicts = [f"{type(e).__name__}: {e}"[:300]] * len(texts)
+        if len(verdicts) != len(texts):
+            verdicts = [f"verify_many returned {len(verdicts)} verdicts for {len(texts)} completions"] * len(texts)
+        for i, v in enumerate(verdicts):
+            if isinstance(v, str):
+                failures.append((i, v))
+                out.append(Verdict(failure_value, "malformed", None))
+            else:
+                out.append(_checked(v, i, failure_value, failures))
+        return VerifyReport(out, failures)
     if timeout_s and needs_timeout(task) and texts:
         results = get_pool(workers).map(task.verify, [((t, p), {}) for t, p in zip(texts, problems)], timeout_s)
         for i, r in enumerate(results):

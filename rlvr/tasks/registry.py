@@ -22,6 +22,8 @@ TASKS: dict[str, Factory] = {
     "arithmetic": "rlvr.tasks.arithmetic:ArithmeticTask",
     "countdown": "rlvr.tasks.countdown:CountdownTask",
     "strings": "rlvr.tasks.strings:StringsTask",
+    "code_synth": "rlvr.tasks.code_synth:CodeSynthTask",
+    "humaneval": "rlvr.tasks.humaneval:HumanEvalTask",
     "gsm8k": "rlvr.tasks.gsm8k:GSM8KTask",
     "math500": "rlvr.tasks.math500:Math500Task",
     "jsonl": "rlvr.tasks.jsonl:JsonlTask",

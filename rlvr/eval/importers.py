@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.eval.samples import load_samples, validate_row
 from rlvr.rewards.verify import verify_all
 from rlvr.types import Problem
 
@@ -221,8 +222,6 @@ def verify_with_task(samples: list[dict], task: Any, path: str | Path = "") -> l
 
 def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None) -> list[dict]:
     """Samples rows from a file in any supported format (module docstring), ready for pass@k."""
-    from rlvr.eval.samples import load_samples, validate_row
-
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     cols = parse_columns(columns)

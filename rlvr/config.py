@@ -503,7 +503,8 @@ class PipelineConfig:
     bucket_mb: int = 32
     """Weight sync and gradient all-reduce: bucket size in MiB (parameters are copied bucket by bucket)."""
     ray_address: str = ""
-    """Ray backend: address of an existing cluster ("" = start a local instance)."""
+    """Ray backend: address of an existing cluster, or "auto"; "" = the RAY_ADDRESS environment variable
+    when set, else start a local instance."""
     ray_num_cpus: int = 2
     """Ray backend: CPUs of the local instance it starts."""
     ray_trainer_actor: bool = True
@@ -530,15 +531,34 @@ class LogConfig:
     tensorboard: bool = False
     """Write TensorBoard events (needs tensorboard installed)."""
     wandb: bool = False
-    """Log to Weights & Biases (WANDB_MODE=offline works without network)."""
+    """Log to Weights & Biases (needs wandb installed; ``log.wandb_mode=offline`` works without network)."""
+    wandb_project: str = "rlvr"
+    """W&B project."""
+    wandb_name: str = ""
+    """W&B run name ("" = the run directory's name)."""
+    wandb_entity: str = ""
+    """W&B entity (team or user; "" = your default)."""
+    wandb_group: str = ""
+    """W&B group ("" = none), e.g. to gather the seeds of one sweep."""
+    wandb_tags: tuple[str, ...] = ()
+    """W&B tags."""
+    wandb_mode: str = ""
+    """online | offline | disabled; "" = WANDB_MODE from the environment, else online."""
+    mlflow: bool = False
+    """Log to MLflow (needs mlflow installed; MLFLOW_TRACKING_URI chooses the server, default ./mlruns)."""
+    mlflow_experiment: str = "rlvr"
+    """MLflow experiment name."""
 
     def __post_init__(self):
         _check_ranges(self, "log")
         _check(self.progress in PROGRESS_MODES, "log.progress",
                f"unknown {self.progress!r}; use {' | '.join(PROGRESS_MODES)}")
+        _check(self.wandb_mode in ("", *WANDB_MODES), "log.wandb_mode",
+               f"unknown {self.wandb_mode!r}; use {' | '.join(WANDB_MODES)} or \"\" (WANDB_MODE, else online)")
 
 
 PROGRESS_MODES = ("auto", "bar", "plain", "none")
+WANDB_MODES = ("online", "offline", "disabled")
 RANGES["log"] = {"every": at_least(1)}
 
 

@@ -100,12 +100,12 @@ def merge(a: dict, b: dict) -> dict:
 
 
 def summarise(sums: dict) -> dict[str, float]:
-    """The metrics line's ``mismatch/*`` keys from :func:`mismatch_stats` sums: the mean and max of
+    """The metrics line's ``mismatch_*`` keys from :func:`mismatch_stats` sums: the mean and max of
     |logp_train - logp_behaviour| over loss tokens, the share of tokens past the cap, the mean weight."""
     n = max(sums.get("n", 0.0), 1.0)
     return {
-        "mismatch/logp_diff_mean": sums.get("abs_sum", 0.0) / n,
-        "mismatch/logp_diff_max": sums.get("max", 0.0),
-        "mismatch/frac_past_cap": sums.get("past_cap", 0.0) / n,
-        "mismatch/is_weight_mean": sums.get("weight_sum", 0.0) / n if sums.get("n") else 1.0,
+        "mismatch_logp_diff_mean": sums.get("abs_sum", 0.0) / n,
+        "mismatch_logp_diff_max": sums.get("max", 0.0),
+        "mismatch_frac_past_cap": sums.get("past_cap", 0.0) / n,
+        "mismatch_is_weight_mean": sums.get("weight_sum", 0.0) / n if sums.get("n") else 1.0,
     }

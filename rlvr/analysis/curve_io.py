@@ -22,6 +22,7 @@ import numpy as np
 
 from rlvr.analysis.history_io import is_history, load_history
 from rlvr.errors import UserError
+from rlvr.metric_names import flat, flat_key
 
 X_KEYS = ("flops", "samples", "tokens", "gpu_hours", "wall")
 _METRIC_KEY = {"flops": "flops", "samples": "samples", "tokens": "tokens", "wall": "wall_s", "gpu_hours": "gpu_hours"}
@@ -134,7 +135,8 @@ def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
         metrics = p / "metrics.jsonl"
         if not metrics.is_file():
             raise UserError(f"{p}: directory has no metrics.jsonl; pass an rlvr run directory")
-        return p.resolve().name, *_validate(_metrics_xy(_read_jsonl(metrics), metrics, x), metrics)
+        rows = [flat(r) for r in _read_jsonl(metrics)]  # old flat and namespaced names both read
+        return p.resolve().name, *_validate(_metrics_xy(rows, metrics, x), metrics)
     suffix = p.suffix.lower()
     if suffix == ".csv":
         with p.open(newline="") as fh:
@@ -145,7 +147,8 @@ def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
         return p.stem, *_validate(_table_xy(rows, p, columns), p)
     if suffix in (".jsonl", ".json"):
         rows = _read_jsonl(p)
-        if rows and "compute" not in rows[0] and _Y_KEY in {k for r in rows for k in r}:
+        if rows and "compute" not in rows[0] and _Y_KEY in {flat_key(k) for r in rows for k in r}:
+            rows = [flat(r) for r in rows]
             name = p.resolve().parent.name if p.name == "metrics.jsonl" else p.stem
             return name, *_validate(_metrics_xy(rows, p, x), p)
         columns = sorted({k for r in rows for k in r})

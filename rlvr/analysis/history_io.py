@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.metric_names import flat
 
 # framework -> role -> ordered candidate key patterns (regex, full match); the first present wins
 KEY_MAPS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -104,6 +105,8 @@ def _find(keys: list[str], patterns: tuple[str, ...]) -> str | None:
 def detect_framework(rows: list[dict]) -> str:
     """trl | verl | rlvr, from the keys present."""
     keys = {k for r in rows for k in r}
+    if any(k.startswith("rlvr/") for k in keys):
+        return "rlvr"
     if any(k.startswith(("val-core/", "training/", "critic/", "perf/")) for k in keys):
         return "verl"
     if any(k.startswith(("train/", "eval/")) for k in keys):
@@ -117,8 +120,8 @@ def to_metrics(rows: list[dict], path: Path, framework: str = "auto", y_key: str
     if not rows:
         raise UserError(f"{path}: the history has no rows")
     fw = detect_framework(rows) if framework == "auto" else framework
-    if fw == "rlvr" and not y_key:
-        return rows  # already rlvr's own keys (or flat names): let the caller find them
+    if fw == "rlvr" and not y_key:  # rlvr's own sinks: namespaced names back to rlvr's keys
+        return [dict(flat(r), step=r.get("_step")) for r in rows]
     keys = sorted({k for r in rows for k in r})
     m = KEY_MAPS.get(fw, {})
     y = y_key or _find(keys, m.get("heldout_pass_rate", ()))

@@ -263,7 +263,7 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
     trainer first recomputes the whole batch's log-probs (no gradient, before any update); the PPO
     ratio is taken against them and each token's loss is weighted by the corrected ratio train /
     behaviour (the tokens a masked mode rejects leave the loss mask, and so the aggregation's
-    normaliser); the ``mismatch/*`` metrics cover every loss token. When it is off, the metrics are
+    normaliser); the ``mismatch_*`` metrics cover every loss token. When it is off, the metrics are
     measured at no extra cost on the first mini-batch of the first epoch (the rows scored before this
     batch's first optimiser step).
     """

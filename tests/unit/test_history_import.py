@@ -81,3 +81,16 @@ def test_rlvr_fit_reads_peer_histories(tmp_path, capsys) -> None:
     # the sigmoid the fixture was written from (A 0.8, B 1.5, C_mid 4e6 tokens, R0 0.1; 4-digit values)
     assert (verl["A"], verl["B"], verl["C_mid"]) == (pytest.approx(0.8, abs=0.01), pytest.approx(1.5, abs=0.05),
                                                      pytest.approx(4e6, rel=0.02))
+
+
+def test_run_dirs_with_old_flat_or_namespaced_names_fit_the_same(tmp_path) -> None:
+    from rlvr.metric_names import namespaced
+
+    old = [{"step": s, "flops": 1e15 * s, "heldout_pass_rate": 0.1 + 0.02 * s} for s in range(0, 12, 2)]
+    new = [{"step": r["step"], **{namespaced(k): v for k, v in r.items() if k != "step"}} for r in old]
+    for name, rows in (("old", old), ("new", new)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, C_old, R_old = load_run_curve(tmp_path / "old")
+    _, C_new, R_new = load_run_curve(tmp_path / "new")
+    assert np.array_equal(C_old, C_new) and np.array_equal(R_old, R_new) and len(C_old) == 6

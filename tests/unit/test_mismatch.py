@@ -73,13 +73,13 @@ def test_weights_never_overflow_on_long_sequences() -> None:
 def test_hand_metrics() -> None:
     train, beh = _logps()
     s = MM.summarise(MM.mismatch_stats(train, beh, MASK, "token_tis", C))
-    assert s["mismatch/logp_diff_mean"] == pytest.approx((0.1 + 1.0 + 0.3 + 0.5 + 0.2) / 5)
-    assert s["mismatch/logp_diff_max"] == pytest.approx(1.0)
-    assert s["mismatch/frac_past_cap"] == pytest.approx(1 / 5)  # token level: only e^1 > 2
+    assert s["mismatch_logp_diff_mean"] == pytest.approx((0.1 + 1.0 + 0.3 + 0.5 + 0.2) / 5)
+    assert s["mismatch_logp_diff_max"] == pytest.approx(1.0)
+    assert s["mismatch_frac_past_cap"] == pytest.approx(1 / 5)  # token level: only e^1 > 2
     want_w = (math.exp(0.1) + C + math.exp(-0.3) + math.exp(-0.5) + math.exp(0.2)) / 5
-    assert s["mismatch/is_weight_mean"] == pytest.approx(want_w)
+    assert s["mismatch_is_weight_mean"] == pytest.approx(want_w)
     seq = MM.summarise(MM.mismatch_stats(train, beh, MASK, "seq_mis", C))
-    assert seq["mismatch/frac_past_cap"] == pytest.approx(3 / 5)  # row 0's three tokens (sum 0.8 > log 2)
+    assert seq["mismatch_frac_past_cap"] == pytest.approx(3 / 5)  # row 0's three tokens (sum 0.8 > log 2)
     # sums from two halves merge to the whole
     halves = MM.merge(MM.mismatch_stats(train[:1], beh[:1], MASK[:1], "none", C),
                       MM.mismatch_stats(train[1:], beh[1:], MASK[1:], "none", C))
@@ -158,13 +158,13 @@ def test_bf16_sampling_gives_a_measurable_mismatch_that_the_correction_bounds(bf
     same = sample(trainer, tok, _PROMPTS, params, generator=sampling_generator(0, 0))  # fp32 sampler
     s32 = MM.summarise(MM.mismatch_stats(score(trainer, same), same.behaviour_logp, same.loss_mask, "none", 1.01))
     # measured: bf16 ~5e-5 mean, ~2e-4 max; the fp32 sampler ~2e-8 (float rounding only)
-    assert s["mismatch/logp_diff_mean"] > 1e-5 and s["mismatch/logp_diff_max"] > 5e-5
-    assert s["mismatch/logp_diff_mean"] > 100 * s32["mismatch/logp_diff_mean"]
+    assert s["mismatch_logp_diff_mean"] > 1e-5 and s["mismatch_logp_diff_max"] > 5e-5
+    assert s["mismatch_logp_diff_mean"] > 100 * s32["mismatch_logp_diff_mean"]
     ratio = torch.exp(MM.log_mismatch(train, rb.behaviour_logp, m))
     cap = 1.0 + 0.5 * float(ratio[m].max() - 1.0)  # a cap inside the measured spread: some tokens past it
     assert ratio[m].max() > cap
     past = MM.summarise(MM.mismatch_stats(train, rb.behaviour_logp, m, "token_tis", cap))
-    assert 0 < past["mismatch/frac_past_cap"] < 1
+    assert 0 < past["mismatch_frac_past_cap"] < 1
     for mode in ("token_tis", "seq_tis", "token_mis", "seq_mis"):
         w = MM.is_weights(train, rb.behaviour_logp, m, mode, cap)
         assert float(w[m].max()) <= cap + 1e-6, mode  # bounded, whatever the raw ratio
@@ -199,7 +199,7 @@ def test_the_step_logs_the_mismatch_and_applies_the_correction(bf16_batch, mode:
     out = policy_update(_state(cfg, trainer, tok, params), _scored(rb), adv_B, rb.loss_mask)
     for k, v in want.items():  # one mini-batch: the measured rows are every row, before the update
         assert out[k] == pytest.approx(v, rel=1e-4, abs=1e-7), k
-    assert out["mismatch/logp_diff_mean"] > 1e-5 and out["mismatch/frac_past_cap"] > 0
+    assert out["mismatch_logp_diff_mean"] > 1e-5 and out["mismatch_frac_past_cap"] > 0
     if mode != "none":  # the PPO ratio is against the trainer's own log-probs: exactly 1 on the first pass
         assert out["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     else:  # against the sampler's: off 1 by the mismatch

@@ -277,6 +277,9 @@ AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "prompt_mean", "constant", 
 STD_NORMS = ("group", "batch", "none")
 """Advantage std normalisations (:func:`rlvr.algo.advantages.group_advantages`)."""
 KL_ESTIMATORS = ("k1", "k2", "k3")
+
+IS_CORRECTIONS = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis")
+"""The values of ``loss.is_correction`` (train/inference mismatch correction, :mod:`rlvr.algo.mismatch`)."""
 """KL estimators (:func:`rlvr.algo.losses.kl_penalty`)."""
 
 
@@ -313,9 +316,19 @@ class LossConfig:
     """KL estimator: k1 | k2 | k3."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (0 = off)."""
+    is_correction: str = "none"
+    """Train/inference mismatch correction (docs/methods/mismatch.md): none | token_tis | seq_tis |
+    token_mis | seq_mis. Not none: the trainer recomputes the batch's log-probs before the update, the
+    PPO ratio is taken against them, and each token's loss is weighted by the truncated (tis) or masked
+    (mis) ratio train / behaviour at token or sequence level."""
+    is_cap: float = 2.0
+    """Cap C (>= 1) of the mismatch ratio: tis weights are min(ratio, C), mis weights are zero past C.
+    The mismatch metrics count tokens past it whatever ``is_correction`` is."""
 
     def __post_init__(self):
         _check_ranges(self, "loss")
+        _check(self.is_correction in IS_CORRECTIONS, "loss.is_correction",
+               f"unknown {self.is_correction!r}; use {' | '.join(IS_CORRECTIONS)}")
         _check(self.kl_estimator in KL_ESTIMATORS, "loss.kl_estimator", "use k1, k2 or k3")
         _check(self.std_norm in ("", *STD_NORMS), "loss.std_norm",
                f"unknown {self.std_norm!r}; use {' | '.join(STD_NORMS)} or \"\" (the variant's own)")
@@ -325,7 +338,7 @@ class LossConfig:
 
 RANGES["loss"] = {
     "eps_low": FRACTION, "eps_high": POSITIVE, "eps_max": POSITIVE, "cispo_eps_low": FRACTION,
-    "wapo_eps": POSITIVE, "kl_coef": NON_NEGATIVE, "entropy_coef": NON_NEGATIVE,
+    "wapo_eps": POSITIVE, "kl_coef": NON_NEGATIVE, "entropy_coef": NON_NEGATIVE, "is_cap": at_least(1),
 }
 
 
@@ -490,7 +503,8 @@ class PipelineConfig:
     bucket_mb: int = 32
     """Weight sync and gradient all-reduce: bucket size in MiB (parameters are copied bucket by bucket)."""
     ray_address: str = ""
-    """Ray backend: address of an existing cluster ("" = start a local instance)."""
+    """Ray backend: address of an existing cluster, or "auto"; "" = the RAY_ADDRESS environment variable
+    when set, else start a local instance."""
     ray_num_cpus: int = 2
     """Ray backend: CPUs of the local instance it starts."""
     ray_trainer_actor: bool = True
@@ -517,15 +531,34 @@ class LogConfig:
     tensorboard: bool = False
     """Write TensorBoard events (needs tensorboard installed)."""
     wandb: bool = False
-    """Log to Weights & Biases (WANDB_MODE=offline works without network)."""
+    """Log to Weights & Biases (needs wandb installed; ``log.wandb_mode=offline`` works without network)."""
+    wandb_project: str = "rlvr"
+    """W&B project."""
+    wandb_name: str = ""
+    """W&B run name ("" = the run directory's name)."""
+    wandb_entity: str = ""
+    """W&B entity (team or user; "" = your default)."""
+    wandb_group: str = ""
+    """W&B group ("" = none), e.g. to gather the seeds of one sweep."""
+    wandb_tags: tuple[str, ...] = ()
+    """W&B tags."""
+    wandb_mode: str = ""
+    """online | offline | disabled; "" = WANDB_MODE from the environment, else online."""
+    mlflow: bool = False
+    """Log to MLflow (needs mlflow installed; MLFLOW_TRACKING_URI chooses the server, default ./mlruns)."""
+    mlflow_experiment: str = "rlvr"
+    """MLflow experiment name."""
 
     def __post_init__(self):
         _check_ranges(self, "log")
         _check(self.progress in PROGRESS_MODES, "log.progress",
                f"unknown {self.progress!r}; use {' | '.join(PROGRESS_MODES)}")
+        _check(self.wandb_mode in ("", *WANDB_MODES), "log.wandb_mode",
+               f"unknown {self.wandb_mode!r}; use {' | '.join(WANDB_MODES)} or \"\" (WANDB_MODE, else online)")
 
 
 PROGRESS_MODES = ("auto", "bar", "plain", "none")
+WANDB_MODES = ("online", "offline", "disabled")
 RANGES["log"] = {"every": at_least(1)}
 
 

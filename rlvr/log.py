@@ -16,7 +16,9 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
+from rlvr.metric_names import flat, namespaced
 from rlvr.paths import atomic_write
 
 SHOWN = ("reward", "pass_rate", "heldout_pass_rate", "entropy", "response_len", "loss")
@@ -36,38 +38,69 @@ def scalars(d: dict) -> dict:
     return out
 
 
+class RlvrWarning(RuntimeWarning):
+    """rlvr's own loud warnings (:func:`warn`): shown once each, as one ``WARNING: msg`` line."""
+
+
+_format_warning = warnings.formatwarning
+
+
+def _formatwarning(message, category, filename, lineno, line=None):  # noqa: ANN001 - the warnings hook
+    if issubclass(category, RlvrWarning):
+        return f"WARNING: {message}\n"
+    return _format_warning(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _formatwarning
+warnings.simplefilter("always", RlvrWarning)  # per-step warnings differ in text; show each one
+
+
 def warn(msg: str) -> None:
-    """A loud warning: on stderr and through the warnings module (so tests can catch it)."""
-    print(f"WARNING: {msg}", file=sys.stderr, flush=True)
-    warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    """A loud warning, through the warnings module (so tests can catch it as a RuntimeWarning),
+    shown on stderr once, as ``WARNING: msg`` (not a second time with its source line)."""
+    warnings.warn(msg, RlvrWarning, stacklevel=2)
 
 
 class MetricsLog:
-    """Durable per-step metrics: ``metrics.jsonl`` + optional TensorBoard and W&B sinks."""
+    """Durable per-step metrics: ``metrics.jsonl`` (rlvr's keys) + optional TensorBoard, W&B and MLflow
+    sinks, which receive the namespaced names of :mod:`rlvr.metric_names` (TRL's where TRL has the
+    quantity). A sink that fails (not installed, no network, a write error) warns once and is dropped;
+    the run and ``metrics.jsonl`` go on.
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = False, wandb: bool = False,
-                 config: dict | None = None, truncate_after: int | None = None):
+    wandb: None (off) or the ``wandb.init`` options: project, name, entity, group, tags, mode.
+    mlflow: None (off) or the MLflow experiment name."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = False, wandb: bool | dict | None = None,
+                 config: dict | None = None, truncate_after: int | None = None, mlflow: str | None = None):
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if truncate_after is not None:
             self._truncate(truncate_after)
         self._fh = open(self.path, "a")
-        self._tb = self._wb = None
+        self._sinks: dict[str, Any] = {}
         if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(Path(run_dir) / "tb"))
-            except ImportError:
-                warn("log.tensorboard=true but tensorboard is not installed (pip install 'rlvr[tensorboard]')")
+            self._open("tensorboard", lambda: _TensorBoard(Path(run_dir) / "tb"), "tensorboard")
         if wandb:
-            try:
-                import wandb as wb
+            opts = wandb if isinstance(wandb, dict) else {}
+            self._open("wandb", lambda: _WandB(run_dir, config or {}, opts), "wandb")
+        if mlflow:
+            self._open("mlflow", lambda: _MLflow(mlflow, Path(run_dir).name, config or {}), "mlflow")
 
-                self._wb = wb.init(project="rlvr", dir=str(run_dir), config=config or {},
-                                   mode=os.environ.get("WANDB_MODE", "online"))
-            except ImportError:
-                warn("log.wandb=true but wandb is not installed (pip install 'rlvr[wandb]')")
+    def _open(self, name: str, make, extra: str) -> None:
+        try:
+            self._sinks[name] = make()
+        except ImportError:
+            warn(f"log.{name}=true but {name} is not installed (pip install 'rlvr[{extra}]'); "
+                 "metrics.jsonl is written anyway")
+        except Exception as e:  # noqa: BLE001 - a sink must never stop a run
+            warn(f"log.{name}: could not start ({type(e).__name__}: {e}); continuing without it")
+
+    def _sink_write(self, name: str, fn) -> None:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - a broken sink warns once and is dropped
+            self._sinks.pop(name, None)
+            warn(f"log.{name}: writing failed ({type(e).__name__}: {e}); continuing without it")
 
     def _truncate(self, step: int) -> None:
         """Keep only lines with step <= ``step`` (resume: no duplicated steps)."""
@@ -87,31 +120,90 @@ class MetricsLog:
         self._fh.write(json.dumps(row) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        step = row.get("step", 0)
-        if self._tb is not None:
-            for k, v in row.items():
-                if isinstance(v, int | float) and k != "step":
-                    self._tb.add_scalar(k, v, step)
-            self._tb.flush()
-        if self._wb is not None:
-            self._wb.log({k: v for k, v in row.items() if isinstance(v, int | float)}, step=step)
+        step = int(row.get("step", 0))
+        named = {namespaced(k): v for k, v in row.items()
+                 if isinstance(v, int | float) and not isinstance(v, bool) and k != "step"}
+        for name, sink in list(self._sinks.items()):
+            self._sink_write(name, lambda sink=sink: sink.log(named, step))
         return row
 
     def close(self) -> None:
         self._fh.close()
-        if self._tb is not None:
-            self._tb.close()
-        if self._wb is not None:
-            self._wb.finish()
+        for name, sink in list(self._sinks.items()):
+            self._sink_write(name, sink.close)
+
+
+class _TensorBoard:
+    def __init__(self, folder: Path):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.w = SummaryWriter(str(folder))
+
+    def log(self, named: dict, step: int) -> None:
+        for k, v in named.items():
+            self.w.add_scalar(k, v, step)
+        self.w.flush()
+
+    def close(self) -> None:
+        self.w.close()
+
+
+class _WandB:
+    def __init__(self, run_dir: str | Path, config: dict, opts: dict):
+        import wandb
+
+        mode = opts.get("mode") or os.environ.get("WANDB_MODE", "online")
+        self.run = wandb.init(project=opts.get("project") or "rlvr", name=opts.get("name") or Path(run_dir).name,
+                              entity=opts.get("entity") or None, group=opts.get("group") or None,
+                              tags=list(opts.get("tags") or []) or None, dir=str(run_dir), config=config,
+                              mode=mode)
+
+    def log(self, named: dict, step: int) -> None:
+        self.run.log(named, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class _MLflow:
+    def __init__(self, experiment: str, run_name: str, config: dict):
+        import mlflow
+
+        self.mlflow = mlflow
+        mlflow.set_experiment(experiment)
+        self.run = mlflow.start_run(run_name=run_name)
+        flat_config = {k: v for k, v in _flatten(config).items()}
+        if flat_config:
+            mlflow.log_params({k: str(v)[:500] for k, v in list(flat_config.items())[:100]})
+
+    def log(self, named: dict, step: int) -> None:
+        # MLflow metric names allow '/', letters, digits, '_', '-', '.', ' '
+        self.mlflow.log_metrics({k.replace("@", "_at_"): float(v) for k, v in named.items()}, step=step)
+
+    def close(self) -> None:
+        self.mlflow.end_run()
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
+    """The lines of ``run_dir/metrics.jsonl`` with rlvr's flat keys (a file written with the
+    namespaced names of :mod:`rlvr.metric_names` reads the same); stops at a torn last line."""
     path = Path(run_dir) / "metrics.jsonl"
     rows = []
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                rows.append(json.loads(line))
+                rows.append(flat(json.loads(line)))
             except json.JSONDecodeError:
                 break
     return rows

@@ -1,6 +1,7 @@
 """Policy losses of the GRPO family, as one registry (docs/methods/losses.md).
 
-Every loss is ``loss = sum_{i,t} weights[i,t] * per_token_loss[i,t]``. The
+Every loss is ``loss = sum_{i,t} weights[i,t] * is_weight[i,t] * per_token_loss[i,t]``
+(``is_weight``: the train/inference mismatch correction of :mod:`rlvr.algo.mismatch`, 1 when off). The
 aggregation ``weights`` (B, T) come from :func:`token_weights`, computed ONCE on
 the full batch and zero on padding, so that splitting the rows into micro-batches
 and summing their losses gives exactly the full-batch loss and gradient.
@@ -104,6 +105,8 @@ class LossInputs:
     adv: (B,) advantage of each completion (broadcast to its tokens).
     mask: (B, T) loss mask, bool or float (nonzero = loss token).
     weights: (B, T) aggregation weights from :func:`token_weights` (full batch).
+    is_weight: (B, T) detached mismatch-correction weights (:func:`rlvr.algo.mismatch.is_weights`)
+        multiplying each token's loss; None = 1.
     """
 
     logp: Tensor
@@ -111,13 +114,14 @@ class LossInputs:
     adv: Tensor
     mask: Tensor
     weights: Tensor
+    is_weight: Tensor | None = None
 
     def __post_init__(self) -> None:
         shape = self.logp.shape
         if len(shape) != 2:
             raise ValueError(f"logp must have shape (B, T), got {tuple(shape)}")
-        for name in ("old_logp", "mask", "weights"):
-            if getattr(self, name).shape != shape:
+        for name in ("old_logp", "mask", "weights", "is_weight"):
+            if getattr(self, name) is not None and getattr(self, name).shape != shape:
                 raise ValueError(f"{name} has shape {tuple(getattr(self, name).shape)}, logp {tuple(shape)}")
         if self.adv.shape != (shape[0],):
             raise ValueError(f"adv must have shape ({shape[0]},), got {tuple(self.adv.shape)}")
@@ -217,7 +221,8 @@ def loss_config(name: str, **overrides: Any) -> LossConfig:
 
 
 def policy_loss(name: str, inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
-    """Scalar loss sum(weights * per_token_loss) and detached scalar stats for variant ``name``.
+    """Scalar loss sum(weights * is_weight * per_token_loss) and detached scalar stats for variant ``name``
+    (``is_weight``: the mismatch correction, 1 when None).
 
     cfg: resolved settings (:func:`resolve_loss` / :func:`loss_config`); optional fields still None
     are filled here with variant ``name``'s defaults.
@@ -225,6 +230,8 @@ def policy_loss(name: str, inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, di
     if any(getattr(cfg, k) is None for k in OPTIONAL_FIELDS if LOSS_DEFAULTS[k] is not None):
         cfg = resolve_loss(replace(cfg, name=name))
     per_token, stats = get_loss(name).fn(inp, cfg)
+    if inp.is_weight is not None:
+        per_token = inp.is_weight.detach().to(per_token.dtype) * per_token
     loss = (inp.weights * per_token).sum()
     return loss, {k: v.detach() for k, v in stats.items()}
 

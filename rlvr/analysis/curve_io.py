@@ -4,7 +4,9 @@ Accepted inputs:
 - an rlvr run directory (or its ``metrics.jsonl``): C from ``flops`` | ``samples`` |
   ``wall_s`` | ``gpu_hours`` (falls back to ``wall_s / 3600``), R = ``heldout_pass_rate``
   on the lines that have it;
-- a CSV or JSONL file from any framework with columns ``compute`` and ``pass_rate``.
+- a CSV or JSONL file from any framework with columns ``compute`` and ``pass_rate``;
+- a W&B run-history CSV or TensorBoard events of TRL / verl (or any run, with ``y_key``), through
+  :mod:`rlvr.analysis.history_io`; neither logs FLOPs, so ``flops`` falls back to ``tokens``.
 
 Every problem raises :class:`rlvr.errors.UserError` naming the file and the fix.
 """
@@ -18,10 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rlvr.analysis.history_io import is_history, load_history
 from rlvr.errors import UserError
+from rlvr.metric_names import flat, flat_key
 
-X_KEYS = ("flops", "samples", "gpu_hours", "wall")
-_METRIC_KEY = {"flops": "flops", "samples": "samples", "wall": "wall_s", "gpu_hours": "gpu_hours"}
+X_KEYS = ("flops", "samples", "tokens", "gpu_hours", "wall")
+_METRIC_KEY = {"flops": "flops", "samples": "samples", "tokens": "tokens", "wall": "wall_s", "gpu_hours": "gpu_hours"}
 _Y_KEY = "heldout_pass_rate"
 
 
@@ -106,23 +110,33 @@ def _validate(raw: list[tuple[object, object, int]], path: Path) -> tuple[np.nda
     return C, R
 
 
-def load_run_curve(path: str | Path, x: str = "flops") -> tuple[str, np.ndarray, np.ndarray]:
+def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
+                   y_key: str | None = None) -> tuple[str, np.ndarray, np.ndarray]:
     """Read (name, C, R) with C, R: (N,) arrays, C strictly increasing.
 
     ``path``: an rlvr run directory, its metrics.jsonl, or a CSV/JSONL file with columns
     compute,pass_rate. ``x`` selects the compute axis of run directories ("flops" |
-    "samples" | "gpu_hours" | "wall" = seconds); generic files carry their own units.
+    "samples" | "tokens" | "gpu_hours" | "wall" = seconds); generic files carry their own units.
+    A W&B history CSV or TensorBoard log is read through :mod:`rlvr.analysis.history_io`
+    (``framework`` auto | trl | verl | rlvr; ``y_key``: the held-out pass-rate key), where ``flops``
+    falls back to ``tokens`` when no FLOPs were logged.
     The name is the run directory's name or the file's stem."""
     if x not in X_KEYS:
         raise UserError(f"unknown compute axis {x!r}; choose one of {', '.join(X_KEYS)}")
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or directory; pass a run directory or a compute,pass_rate file")
+    if is_history(p):
+        rows = load_history(p, framework, y_key)
+        if x == "flops" and not any("flops" in r for r in rows):
+            x = "tokens"  # peers log no FLOPs; tokens are proportional to them for one model
+        return (p.resolve().name if p.is_dir() else p.stem), *_validate(_metrics_xy(rows, p, x), p)
     if p.is_dir():
         metrics = p / "metrics.jsonl"
         if not metrics.is_file():
             raise UserError(f"{p}: directory has no metrics.jsonl; pass an rlvr run directory")
-        return p.resolve().name, *_validate(_metrics_xy(_read_jsonl(metrics), metrics, x), metrics)
+        rows = [flat(r) for r in _read_jsonl(metrics)]  # old flat and namespaced names both read
+        return p.resolve().name, *_validate(_metrics_xy(rows, metrics, x), metrics)
     suffix = p.suffix.lower()
     if suffix == ".csv":
         with p.open(newline="") as fh:
@@ -133,7 +147,8 @@ def load_run_curve(path: str | Path, x: str = "flops") -> tuple[str, np.ndarray,
         return p.stem, *_validate(_table_xy(rows, p, columns), p)
     if suffix in (".jsonl", ".json"):
         rows = _read_jsonl(p)
-        if rows and "compute" not in rows[0] and _Y_KEY in {k for r in rows for k in r}:
+        if rows and "compute" not in rows[0] and _Y_KEY in {flat_key(k) for r in rows for k in r}:
+            rows = [flat(r) for r in rows]
             name = p.resolve().parent.name if p.name == "metrics.jsonl" else p.stem
             return name, *_validate(_metrics_xy(rows, p, x), p)
         columns = sorted({k for r in rows for k in r})

@@ -57,7 +57,10 @@ def _check_row(row: object, where: str) -> dict:
 
 
 def load_rows(path: Path) -> list[dict]:
-    """The rows of one run (a run dir's metrics.jsonl or a plain JSONL file), validated."""
+    """The rows of one run (a run dir's metrics.jsonl or a plain JSONL file), validated; old flat
+    and namespaced metric names both read (:func:`rlvr.metric_names.flat`)."""
+    from rlvr.metric_names import flat
+
     f = _metrics_file(path)
     rows = []
     for i, line in enumerate(f.read_text().splitlines(), start=1):
@@ -67,7 +70,7 @@ def load_rows(path: Path) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise UserError(f"{f}:{i} is not valid JSON ({e.msg}); write one JSON object per line") from None
-        rows.append(_check_row(row, f"{f}:{i}"))
+        rows.append(_check_row(flat(row) if isinstance(row, dict) else row, f"{f}:{i}"))
     if not rows:
         raise UserError(f"{f} is empty; it needs one row per training step")
     if not any(isinstance(r.get("reward_accuracy"), int | float) and math.isfinite(r["reward_accuracy"])

@@ -15,6 +15,9 @@ HELP = "Evaluate pass@k, support and entropy from samples files or a checkpoint.
 EPILOG = """examples:
   rlvr eval --samples runs/a/samples.jsonl
   rlvr eval --samples trained.jsonl --base-samples base.jsonl --json eval.json --plots plots/
+  rlvr eval --samples out/completions/completions_00100.parquet --task gsm8k      # TRL's table
+  rlvr eval --samples val_dumps/100.jsonl                                            # verl's dump
+  rlvr eval --samples mine.csv --format table --columns prompt=q,completion=a,correct=ok
   rlvr eval runs/a/checkpoints/step_100 --task gsm8k --n 64 --problems 100 --out runs/a
   rlvr eval runs/a/checkpoints/step_100 --base Qwen/Qwen2.5-0.5B --task math500 --n 256 --out runs/a
 """
@@ -25,13 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("from samples files (no model)")
     src.add_argument("--samples", help="samples.jsonl of the (trained) model")
     src.add_argument("--base-samples", help="samples.jsonl of the base model: adds support and crossover k")
+    src.add_argument("--format", default="auto", choices=["auto", "rlvr", "trl", "verl", "table"],
+                     help="samples format (default auto: by the columns): rlvr, TRL's completions table, "
+                          "verl's rollout/validation dump, or any table with --columns")
+    src.add_argument("--columns", metavar="FIELD=COL,...",
+                     help="column mapping for --samples/--base-samples: fields problem_id, prompt, completion, "
+                          "answer, correct, reward (overrides the format's own)")
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", help="write the eval.json result here")
     out.add_argument("--plots", help="write pass_at_k.png, entropy.png (and support.png) in this folder")
     out.add_argument("--ks", help="comma-separated k values (default: powers of two up to n, plus n)")
     gen = parser.add_argument_group("from a checkpoint (samples with a model)")
     gen.add_argument("--base", help="base checkpoint: sampled too, and scores perplexity of both")
-    gen.add_argument("--task", help="task name, e.g. gsm8k, math500, synthetic")
+    gen.add_argument("--task", help="task name, e.g. gsm8k, math500, synthetic; with --samples: score the "
+                     "completions with its verifier where the file has no correctness column")
     gen.add_argument("--split", default="heldout", help="task split (default: heldout)")
     gen.add_argument("--n", type=int, default=64, help="samples per problem (default: 64)")
     gen.add_argument("--problems", type=int, default=100, help="number of problems (default: 100)")
@@ -100,12 +110,18 @@ def _check_mode(args: argparse.Namespace) -> None:
 
 
 def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
-    from rlvr.eval.samples import load_samples
+    from rlvr.eval.importers import load_any
     from rlvr.eval.summary import compare, summarize
 
-    trained = load_samples(args.samples)
+    task = None
+    if getattr(args, "task", None):
+        from rlvr.tasks.registry import get_task
+
+        task = get_task(args.task)
+    fmt, cols = getattr(args, "format", "auto"), getattr(args, "columns", None)
+    trained = load_any(args.samples, fmt, cols, task)
     if args.base_samples:
-        return compare(load_samples(args.base_samples), trained, ks, seed=args.seed)
+        return compare(load_any(args.base_samples, fmt, cols, task), trained, ks, seed=args.seed)
     return summarize(trained, ks, seed=args.seed)
 
 

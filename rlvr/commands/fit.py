@@ -14,6 +14,7 @@ EPILOG = """examples:
   rlvr fit runs/cispo --x samples --min-compute 2e4  # compute = completions; drop the early part
   rlvr fit runs/cispo --fit-until 5e18 --plot fit.png  # fit on the first part, extrapolate the rest
   rlvr fit curve.csv --predict-at 1e20 --json fit.json  # any framework: CSV with compute,pass_rate
+  rlvr fit trl_run/runs/ verl_history.csv              # TensorBoard events, W&B history CSV (TRL, verl)
 """
 
 A_NOISE = 0.02  # paper (2510.13786): repeated runs put A within about +-0.02
@@ -37,9 +38,15 @@ class _RunResult:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_FILE",
-                        help="rlvr run directories, or CSV/JSONL files with columns compute,pass_rate")
-    parser.add_argument("--x", choices=["flops", "samples", "gpu_hours", "wall"], default="flops",
-                        help="compute axis for run directories (wall = seconds; default flops)")
+                        help="rlvr run directories, CSV/JSONL files with columns compute,pass_rate, "
+                             "W&B run-history CSV exports, or TensorBoard log folders / event files")
+    parser.add_argument("--x", choices=["flops", "samples", "tokens", "gpu_hours", "wall"], default="flops",
+                        help="compute axis for run directories and histories (wall = seconds; default flops, "
+                             "which falls back to tokens for histories without FLOPs)")
+    parser.add_argument("--source", choices=["auto", "rlvr", "trl", "verl"], default="auto",
+                        help="whose key names a W&B CSV / TensorBoard history uses (default: judged by the keys)")
+    parser.add_argument("--y", default=None, metavar="KEY",
+                        help="the held-out pass-rate key of a history (default: from the framework's key map)")
     parser.add_argument("--fit-until", type=float, default=None, metavar="C",
                         help="fit only points with compute <= C; later points are held out")
     parser.add_argument("--predict-at", type=float, default=None, metavar="C",
@@ -64,7 +71,8 @@ def _fit_one(path: str, args: argparse.Namespace) -> _RunResult:
     from rlvr.analysis.curves import bootstrap_fit, fit_sigmoid, predict
     from rlvr.errors import UserError
 
-    name, C, R = load_run_curve(path, x=args.x)
+    name, C, R = load_run_curve(path, x=args.x, framework=getattr(args, "source", "auto"),
+                                y_key=getattr(args, "y", None))
     R0 = float(R[0]) if args.r0 == "fixed" else None
     until = np.inf if args.fit_until is None else args.fit_until
     used = (C > max(args.min_compute, 0.0)) & (C <= until)

@@ -6,6 +6,7 @@ that :func:`make_source` picks (sync, async pipeline, data parallel).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -117,7 +118,11 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             return run
     if source is None:
         source, sharding = make_source(st)
-    log = MetricsLog(run, cfg.log.tensorboard, cfg.log.wandb, truncate_after=start if resume else None)
+    lc = cfg.log
+    wandb = dict(project=lc.wandb_project, name=lc.wandb_name, entity=lc.wandb_entity, group=lc.wandb_group,
+                 tags=lc.wandb_tags, mode=lc.wandb_mode) if lc.wandb else None
+    log = MetricsLog(run, lc.tensorboard, wandb, config=dataclasses.asdict(cfg),
+                     truncate_after=start if resume else None, mlflow=lc.mlflow_experiment if lc.mlflow else None)
     bar = Progress(cfg.train.steps, cfg.name, mode, cfg.log.every, start=start)
     try:
         while st.step < cfg.train.steps:

@@ -41,15 +41,21 @@ def _ray():
     return ray
 
 
+def cluster_address(pc) -> str:
+    """The Ray cluster to join: ``pipeline.ray_address``, else the ``RAY_ADDRESS`` environment variable
+    (Ray's own convention; ``auto`` finds a running cluster), else "" (start a local instance)."""
+    return pc.ray_address or os.environ.get("RAY_ADDRESS", "").strip()
+
+
 def ensure_ray(pc) -> bool:
     """Start a local Ray instance (``ray_num_cpus`` CPUs, no dashboard) or connect to
-    ``pipeline.ray_address``; True if this call started/connected it (and must shut it down)."""
+    :func:`cluster_address`; True if this call started/connected it (and must shut it down)."""
     ray = _ray()
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    if pc.ray_address:
-        ray.init(address=pc.ray_address, include_dashboard=False)
+    if cluster_address(pc):
+        ray.init(address=cluster_address(pc), include_dashboard=False)
     else:
         ray.init(num_cpus=pc.ray_num_cpus, include_dashboard=False)
     return True
@@ -58,7 +64,7 @@ def ensure_ray(pc) -> bool:
 def actor_cpus(pc, role: str) -> float:
     """Ray CPU reservation per actor: on a local instance everything fits in ``ray_num_cpus``
     (trainer 1/4, verifier 1/8, generators share the remaining 5/8); on a cluster one CPU each."""
-    if pc.ray_address:
+    if cluster_address(pc):
         return 1.0
     share = {"trainer": 0.25, "verifier": 0.125, "generator": 0.625 / pc.workers}[role]
     return share * pc.ray_num_cpus

@@ -27,6 +27,7 @@ from typing import Protocol
 import torch
 
 from rlvr.algo import losses as L
+from rlvr.algo import mismatch as MM
 from rlvr.algo.advantages import group_advantages, mixed_outcome_groups, zero_variance_groups
 from rlvr.algo.diagnostics import entropy_cell_sums, entropy_dynamics_from_sums, token_stats_from_logits
 from rlvr.log import warn
@@ -257,12 +258,27 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
     the whole mini-batch, so accumulating micro-batch gradients (and, in data parallel, summing
     them over ranks) gives exactly the mini-batch gradient. Returns stats averaged over updates;
     the entropy-dynamics cells cover every row of the first epoch.
+
+    Mismatch (``loss.is_correction``, :mod:`rlvr.algo.mismatch`): when a correction is on, the
+    trainer first recomputes the whole batch's log-probs (no gradient, before any update); the PPO
+    ratio is taken against them and each token's loss is weighted by the corrected ratio train /
+    behaviour (the tokens a masked mode rejects leave the loss mask, and so the aggregation's
+    normaliser); the ``mismatch_*`` metrics cover every loss token. When it is off, the metrics are
+    measured at no extra cost on the first mini-batch of the first epoch (the rows scored before this
+    batch's first optimiser step).
     """
     cfg, G, rb = st.cfg, batch.group_size, batch.rollouts
     micro = cfg.algo.micro_batch_size or rb.size
     max_len = max(completion_budget(st.params), rb.completion_ids.shape[1])
     agg: dict[str, float] = {}
     cells: dict[str, float] = {}
+    mm: dict[str, float] = {}
+    train_logp = is_w = None
+    if st.loss.is_correction != "none":
+        train_logp = score(st.model, rb, cfg.sampling.temperature, batch_size=micro)
+        is_w = MM.is_weights(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
+        mm = MM.mismatch_stats(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
+        mask = mask & ~MM.rejected(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
     n_updates = 0
     for epoch in range(cfg.algo.ppo_epochs):
         perm = torch.randperm(batch.n_groups, generator=st.gen)  # cpu: CPU generator, same stream on every rank
@@ -275,8 +291,10 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
             rows, w, kl_w = rows[mine], w[mine], None if kl_w is None else kl_w[mine]
             st.opt.zero_grad(set_to_none=True)
             stats: dict[str, float] = {}
+            measure = mm if train_logp is None and n_updates == 0 else None
             for mrows, mw, mkl in _micro_batches(rows, w, kl_w, micro):
-                s = micro_step(st, rb, mrows, mw, mkl, adv_B, mask, cells if epoch == 0 else None)
+                s = micro_step(st, rb, mrows, mw, mkl, adv_B, mask, cells if epoch == 0 else None,
+                               train_logp, is_w, measure)
                 for k, v in s.items():  # losses are partial sums; other stats are means over rows
                     stats[k] = stats.get(k, 0.0) + (v if k in SUMMED else v * len(mrows) / n_rows)
             sharding.reduce_grads([p for p in st.model.parameters() if p.requires_grad])
@@ -286,6 +304,7 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
             for k, v in stats.items():
                 agg[k] = agg.get(k, 0.0) + v
     out = {k: v / max(1, n_updates) for k, v in agg.items()}
+    out.update(MM.summarise(mm))
     if cells:
         out.update(entropy_dynamics_from_sums(sharding.reduce_stats(cells)))
     return out
@@ -297,19 +316,28 @@ def _micro_batches(rows, w, kl_w, micro: int):
 
 
 def micro_step(st: TrainState, rb, rows: torch.Tensor, w: torch.Tensor, kl_w: torch.Tensor | None,
-               adv_B: torch.Tensor, mask: torch.Tensor, cells: dict | None) -> dict:
+               adv_B: torch.Tensor, mask: torch.Tensor, cells: dict | None,
+               train_logp: torch.Tensor | None = None, is_w: torch.Tensor | None = None,
+               measure: dict | None = None) -> dict:
     """Forward + backward of one micro-batch (``rows``); its loss and statistics.
 
     w: (b, T) policy-loss weights; kl_w: (b, T) KL weights (a token mean over ALL loss tokens of the
     mini-batch, whatever the policy loss's aggregation; None without a reference model). ``cells``
-    accumulates the entropy-dynamics sums (first epoch only)."""
+    accumulates the entropy-dynamics sums (first epoch only). train_logp, is_w: (B, T) the
+    trainer's recomputed log-probs (the PPO ratio's reference) and the mismatch-correction weights,
+    None when no correction is on. ``measure``: mismatch sums to update from this forward's log-probs."""
     temp = st.cfg.sampling.temperature
     ids, key_mask, tp = sequences(rb, rows)
     logits = completion_logits(st.model, ids, key_mask, tp, temp)
     tokens = rb.completion_ids[rows]
     logp, entropy = token_logprobs(logits, tokens)
     m = mask[rows]
-    inp = L.LossInputs(logp=logp, old_logp=rb.behaviour_logp[rows], adv=adv_B[rows], mask=m, weights=w)
+    if measure is not None:
+        measure.update(MM.merge(measure, MM.mismatch_stats(logp, rb.behaviour_logp[rows], m, "none",
+                                                           st.loss.is_cap)))
+    old = rb.behaviour_logp[rows] if train_logp is None else train_logp[rows]
+    inp = L.LossInputs(logp=logp, old_logp=old, adv=adv_B[rows], mask=m, weights=w,
+                       is_weight=None if is_w is None else is_w[rows])
     loss, stats = L.policy_loss(st.loss.name, inp, st.loss)
     out = {k: float(v) for k, v in stats.items()}
     out["policy_loss"] = float(loss.detach())
@@ -317,7 +345,7 @@ def micro_step(st: TrainState, rb, rows: torch.Tensor, w: torch.Tensor, kl_w: to
         ref_logp = score(st.ref_model, rb.select(rows), temp)
         kl = L.kl_penalty(logp, ref_logp, st.loss.kl_estimator, mask=m)
         loss = loss + st.loss.kl_coef * (kl_w * kl).sum()
-        out["kl_ref"] = float((kl * m).sum() / m.sum().clamp(min=1))
+        out["kl_ref"] = float((kl.detach() * m).sum() / m.sum().clamp(min=1))
     if st.loss.entropy_coef:
         loss = loss - st.loss.entropy_coef * (w * entropy).sum()
     if cells is not None:  # entropy-dynamics cells (cheap at small V)

@@ -108,14 +108,106 @@ def test_tensorboard_sink_writes_readable_events(tmp_path):
     acc = EventAccumulator(str(tmp_path / "tb"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    assert {"reward", "lag_max"} <= tags
-    assert "step" not in tags and "warnings" not in tags
+    assert {"reward", "rlvr/lag_max"} <= tags  # namespaced names (rlvr.metric_names): TRL's, else rlvr/
+    assert "step" not in tags and "warnings" not in tags and "rlvr/step" not in tags
     events = acc.Scalars("reward")
     assert [e.step for e in events] == [1, 2, 3]
     assert [e.value for e in events] == pytest.approx([0.5, 1.0, 1.5])
-    assert [e.value for e in acc.Scalars("lag_max")] == pytest.approx([0.0, 1.0, 2.0])
+    assert [e.value for e in acc.Scalars("rlvr/lag_max")] == pytest.approx([0.0, 1.0, 2.0])
 
 
 def test_tensorboard_off_writes_no_event_dir(tmp_path):
     MetricsLog(tmp_path).close()
     assert not (tmp_path / "tb").exists()
+
+
+def test_warn_reaches_the_terminal_once(capfd):
+    """Before: each warning printed twice (a WARNING: line and the RuntimeWarning with its source line)."""
+    import subprocess
+    import sys
+
+    code = "from rlvr.log import warn\nwarn('disk nearly full')\nwarn('disk nearly full')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr == "WARNING: disk nearly full\nWARNING: disk nearly full\n"  # one line per call
+    with pytest.warns(RuntimeWarning, match="still catchable"):
+        from rlvr.log import warn
+
+        warn("still catchable")
+
+
+class _Broken:
+    def __init__(self):
+        self.calls = 0
+
+    def log(self, named, step):
+        self.calls += 1
+        raise OSError("disk full")
+
+    def close(self):
+        pass
+
+
+def test_a_broken_sink_warns_once_and_the_run_goes_on(tmp_path):
+    log = MetricsLog(tmp_path)
+    broken = log._sinks["tensorboard"] = _Broken()
+    with pytest.warns(RuntimeWarning) as rec:
+        for s in (1, 2, 3):
+            log.write({"step": s, "reward": 0.1})
+    log.close()
+    assert broken.calls == 1 and len([w for w in rec if "log.tensorboard" in str(w.message)]) == 1
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]  # metrics.jsonl complete
+
+
+def test_missing_sink_packages_warn_and_do_not_stop(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_wandb(name, *a, **k):
+        if name in ("wandb", "mlflow"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.warns(RuntimeWarning, match="wandb is not installed"):
+        log = MetricsLog(tmp_path, wandb={"project": "p"}, mlflow="exp")
+    log.write({"step": 1, "reward": 0.2})
+    log.close()
+    assert read_metrics(tmp_path) == [{"step": 1, "reward": 0.2}]
+
+
+def test_wandb_sink_options_and_namespaced_names(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    calls = {}
+
+    class Run:
+        def log(self, d, step):
+            calls.setdefault("log", []).append((d, step))
+
+        def finish(self):
+            calls["finished"] = True
+
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kw: (calls.__setitem__("init", kw), Run())[1]
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    opts = dict(project="proj", name="seed1", entity="team", group="sweep-a", tags=("cispo", "gsm8k"), mode="offline")
+    log = MetricsLog(tmp_path / "run7", wandb=opts, config={"loss": {"name": "cispo"}})
+    log.write({"step": 3, "reward": 0.5, "zero_var_frac": 0.25, "response_len": 41.0, "lag_max": 0})
+    log.close()
+    init = calls["init"]
+    assert (init["project"], init["name"], init["entity"], init["group"], init["tags"], init["mode"]) == \
+        ("proj", "seed1", "team", "sweep-a", ["cispo", "gsm8k"], "offline")
+    assert calls["log"] == [({"reward": 0.5, "frac_reward_zero_std": 0.25, "completions/mean_length": 41.0,
+                              "rlvr/lag_max": 0}, 3)] and calls["finished"]
+
+
+def test_flat_and_namespaced_names_read_the_same():
+    from rlvr.metric_names import NAMESPACED, flat, namespaced
+
+    old = {"step": 5, "heldout_pass_rate": 0.4, "response_len": 30.0, "lag_max": 1}
+    new = {"step": 5, **{namespaced(k): v for k, v in old.items() if k != "step"}}
+    assert new["eval/pass_rate"] == 0.4 and new["completions/mean_length"] == 30.0
+    assert flat(new) == old and flat(old) == old
+    assert len(set(NAMESPACED.values())) == len(NAMESPACED)  # one name per key: reversible

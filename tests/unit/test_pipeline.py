@@ -389,3 +389,16 @@ def test_generator_scoring_isolates_counts_and_bounds_verifier_failures():
     rb.texts = ["boom"] * 4
     with pytest.raises(UserError, match="reward calls failed"):
         score_rollouts(cfg, task, rb, probs, 8, "generator 0")
+
+
+def test_ray_address_from_the_environment_when_the_config_leaves_it_empty(monkeypatch):
+    from rlvr.config import PipelineConfig
+    from rlvr.train.ray_backend import actor_cpus, cluster_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert cluster_address(PipelineConfig()) == ""
+    assert actor_cpus(PipelineConfig(), "trainer") < 1.0  # a local instance: shares of ray_num_cpus
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    assert cluster_address(PipelineConfig()) == "auto"
+    assert actor_cpus(PipelineConfig(), "trainer") == 1.0  # a cluster: one CPU per actor
+    assert cluster_address(PipelineConfig(ray_address="10.0.0.1:6379")) == "10.0.0.1:6379"  # the config wins

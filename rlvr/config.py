@@ -459,7 +459,7 @@ RANGES["train"] = {
 @dataclass(frozen=True)
 class RewardConfig:
     kind: str = "verifier"
-    """verifier (the task's) | an intrinsic reward name | mix."""
+    """verifier (the task's) | an intrinsic reward name | mix | funcs (``reward.funcs``)."""
     weights: dict = field(default_factory=dict)
     """For kind=mix: {"verifier": w, "self_certainty": w, ...}."""
     timeout_s: float = 10.0
@@ -467,9 +467,24 @@ class RewardConfig:
     vote_threshold: float = 0.0
     """majority_vote (TTRL's voting threshold): a group whose majority answer has less than this
     share of its parsable answers gets all-zero rewards. 0 = always reward the majority."""
+    funcs: tuple = ()
+    """For kind=funcs: TRL-signature reward functions ``fn(prompts, completions, **columns)``, each a
+    registry name (math, numeric, exact, format, code), ``path/to/file.py:name`` or ``module:name``,
+    as a string (weight 1) or ``{name: ..., weight: ...}``; the reward is their weighted sum, a
+    ``None`` score leaving that function out for that completion (docs/rewards.md)."""
 
     def __post_init__(self):
         _check_ranges(self, "reward")
+        for i, e in enumerate(self.funcs):
+            good = isinstance(e, str) and bool(e) or (
+                isinstance(e, dict) and isinstance(e.get("name"), str) and bool(e["name"])
+                and set(e) <= {"name", "weight"} and isinstance(e.get("weight", 1.0), int | float)
+                and not isinstance(e.get("weight", 1.0), bool) and math.isfinite(e.get("weight", 1.0)))
+            _check(good, f"reward.funcs[{i}]", f"expected a name or {{name: ..., weight: <number>}}, got {e!r}")
+        _check(self.kind != "funcs" or bool(self.funcs), "reward.funcs",
+               "reward.kind=funcs needs functions, e.g. reward.funcs=[math, {name: format, weight: 0.1}]")
+        _check(not self.funcs or self.kind == "funcs", "reward.kind",
+               "reward.funcs is set; set reward.kind=funcs to use them")
         for name, w in self.weights.items():
             _check(isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w),
                    f"reward.weights.{name}", f"weight must be a finite number (got {w!r})")

@@ -245,7 +245,8 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
     runner = None
     try:
         try:
-            runner = subprocess.Popen([_interpreter(), "-I", "-S", "-X", "utf8", "-c", _CODEC + _RUNNER, json.dumps(cfg)],
+            argv = [_interpreter(), "-I", "-S", "-X", "utf8", "-c", _CODEC + _RUNNER, json.dumps(cfg)]
+            runner = subprocess.Popen(argv,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                       cwd=work, env=_runner_env(work), close_fds=True, start_new_session=True,
                                       pass_fds=(req_w, rsp_r))

@@ -81,6 +81,15 @@ numeric_reward = register_reward("numeric")(_by_verifier("numeric"))
 exact_reward = register_reward("exact")(_by_verifier("exact"))
 
 
+@register_reward("code")
+def code_reward(prompts: list, completions: list, tests: list, **kwargs: Any) -> list[float | None]:
+    """1.0 when the completion's code passes every test of column ``tests`` in the code sandbox
+    (:func:`rlvr.rewards.code.code_reward`)."""
+    from rlvr.rewards.code import code_reward as run
+
+    return run(prompts, completions, tests, **kwargs)
+
+
 @register_reward("format")
 def format_reward(prompts: list[str], completions: list, **_: Any) -> list[float | None]:
     """1.0 when a final answer can be extracted (boxed, ``####`` or "answer is"), else 0.0."""
@@ -134,6 +143,7 @@ def score_batch(
     workers: int = 2,
     per_sample: bool = True,
     pool: ScoringPool | None = None,
+    none_value: float | None = None,
 ) -> tuple[list[float], dict]:
     """Score B completions with a TRL-signature ``fn``; exactly one float per completion.
 
@@ -141,8 +151,9 @@ def score_batch(
     keyword per column), so ``def f(completions, **kwargs)`` works. ``per_sample=True`` calls
     ``fn`` once per completion (B calls spread over the pool,
     each bounded by ``timeout_s``); use ``per_sample=False`` for rewards that need the whole
-    batch (majority vote), one call bounded by ``timeout_s``. Failures and ``None`` scores
-    get ``failure_value``. Returns ``(rewards_B, stats)`` with ``stats`` keys ``n``,
+    batch (majority vote), one call bounded by ``timeout_s``. Failures get ``failure_value``,
+    ``None`` scores ``none_value`` (default: ``failure_value``; NaN marks them for TRL's
+    rule). Returns ``(rewards_B, stats)`` with ``stats`` keys ``n``,
     ``timeouts``, ``exceptions``, ``none``, ``errors`` (first messages), ``wall_s``.
     """
     b = len(completions)
@@ -188,7 +199,8 @@ def score_batch(
             rewards.extend([failure_value] * size)
             continue
         n_none += sum(s is None for s in scores)
-        rewards.extend(failure_value if s is None else s for s in scores)
+        none = failure_value if none_value is None else none_value
+        rewards.extend(none if s is None else s for s in scores)
     return rewards, _stats_dict(stats, n_none)
 
 

@@ -23,6 +23,7 @@ from rlvr.algo.advantages import overlong_penalty
 from rlvr.config import RewardConfig, RunConfig, TrainConfig
 from rlvr.errors import UserError
 from rlvr.log import warn
+from rlvr.rewards.funcs import funcs_reward
 from rlvr.rewards.intrinsic import INTRINSIC_REWARDS, REWARD_INPUTS, majority_vote_reward, proxy_diagnostics
 from rlvr.rewards.verify import VerifyReport, verify_checked
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict, task_equivalence
@@ -43,7 +44,9 @@ def score_rollouts(cfg: RunConfig, task, rb: RolloutBatch, problems: list[Proble
     rep = verify_checked(task, rb.texts, rows, failure_value=cfg.train.reward_failure_value,
                          timeout_s=cfg.reward.timeout_s)
     handle_reward_failures(rep, cfg.train, where, count)
-    reward_B, truth_B, labels_P = compute_rewards(cfg.reward, rb, rep.verdicts, G, task_equivalence(task))
+    reward_B, truth_B, labels_P = compute_rewards(cfg.reward, rb, rep.verdicts, G, task_equivalence(task), rows,
+                                                  failure_value=cfg.train.reward_failure_value, where=where,
+                                                  count=count)
     if cfg.algo.overlong_cache:
         reward_B = reward_B + overlong_penalty(rb.lengths.cpu(), max_new_tokens, cfg.algo.overlong_cache)
     return ScoredBatch(rb, rep.verdicts, reward_B, truth_B, list(problems), G, labels_P)
@@ -69,13 +72,31 @@ def handle_reward_failures(rep: VerifyReport, tc: TrainConfig, where: str, count
 
 
 def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict], G: int,
-                    equal: Equal | None = None) -> tuple[torch.Tensor, torch.Tensor, list[str | None] | None]:
+                    equal: Equal | None = None, rows: list[Problem] | None = None, *,
+                    failure_value: float = 0.0, where: str = "", count: Count | None = None,
+                    ) -> tuple[torch.Tensor, torch.Tensor, list[str | None] | None]:
     """-> (reward_B used by the loss, truth_B the verifier's reward, majority label per group or None).
 
-    ``equal``: the task's answer equivalence, used to pool votes (majority_vote)."""
+    ``equal``: the task's answer equivalence, used to pool votes (majority_vote). ``rows``: the B
+    problems, one per completion (needed by ``reward.kind=funcs``, whose failures score
+    ``failure_value`` and are counted with ``count`` and warned about as ``where``)."""
     truth = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)  # cpu: rewards; step moves adv
     if cfg.kind == "verifier":
         return truth, truth, None
+    if cfg.kind == "funcs":
+        if rows is None:
+            raise ValueError("reward.kind=funcs needs the problem of every row")
+        reward, st = funcs_reward(cfg.funcs, [p.prompt for p in rows], rb.texts, rows, failure_value=failure_value,
+                                  timeout_s=cfg.timeout_s)
+        if st["failures"]:
+            if count is not None:
+                count("reward_failures", st["failures"])
+            warn(f"{where}: {st['failures']}/{len(rows)} reward function calls failed and were scored "
+                 f"{failure_value} (first: {st['errors'][0] if st['errors'] else '?'})")
+        if st["none_all"]:
+            warn(f"{where}: every reward function returned None for {st['none_all']}/{len(rows)} completions; "
+                 "they score 0")
+        return reward, truth, None
     answers = [v.answer if v.status in ("right", "wrong") else None for v in verdicts]
     answers_P_G = [answers[i : i + G] for i in range(0, len(answers), G)]
     labels = None

@@ -1,9 +1,9 @@
 """The ``code_synth`` task: programming by example, graded by running the program in the sandbox.
 
-A prompt shows three input/output pairs of a hidden integer function as a Python comment; the
-completion is the function::
+A prompt shows three input/output pairs of a hidden integer function (inputs from 0..5, in
+increasing order) as a Python comment; the completion is the function::
 
-    #f(3)=7 f(0)=1 f(5)=11
+    #f(0)=1 f(3)=7 f(5)=11
     def f(x):return 2*x+1
 
 The program is run in the code sandbox (:mod:`rlvr.rewards.sandbox`) and judged by the
@@ -31,7 +31,7 @@ from rlvr.rewards.code import score_code
 from rlvr.tasks.arithmetic import ProblemPool, check_frac
 from rlvr.tasks.base import Problem, Verdict
 
-SHOWN_INPUTS = range(0, 10)
+SHOWN_INPUTS = range(0, 6)
 HIDDEN_INPUTS = tuple(range(-6, 16))
 _FN_RE = re.compile(r"^def f\(x\):(?:\s*return\s*)(.+)$")
 
@@ -99,7 +99,7 @@ class CodeSynthTask:
 
     def _sample(self, rng: random.Random) -> Problem | None:
         lvl, (name, fn, forms) = rng.choice(self._fns)
-        shown = rng.sample(SHOWN_INPUTS, 3)
+        shown = sorted(rng.sample(SHOWN_INPUTS, 3))
         hidden = rng.sample([x for x in HIDDEN_INPUTS if x not in shown], self.hidden)
         if any(all(g(x) == fn(x) for x in shown) and any(g(x) != fn(x) for x in hidden)
                for _, g, _ in self._all):

@@ -23,8 +23,9 @@ def training_problems(task, tc: TaskConfig) -> list[Problem]:
 
 
 def reward_uses_labels(rc) -> bool:
-    """Whether the reward of RewardConfig ``rc`` reads ground truth: the verifier, or a mix that weights it."""
-    return rc.kind == "verifier" or (rc.kind == "mix" and bool(rc.weights.get("verifier", 0)))
+    """Whether the reward of RewardConfig ``rc`` reads ground truth: the verifier, reward functions (they
+    get the ``answer`` column), or a mix that weights the verifier."""
+    return rc.kind in ("verifier", "funcs") or (rc.kind == "mix" and bool(rc.weights.get("verifier", 0)))
 
 
 def check_test_time(cfg: RunConfig) -> None:

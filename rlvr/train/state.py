@@ -132,7 +132,7 @@ def build_state(cfg: RunConfig, model, tok) -> TrainState:
         torch.set_num_threads(1)
     torch.manual_seed(cfg.train.seed)
     task = get_task(cfg)
-    params = sample_params(cfg.sampling, tok, self_certainty=cfg.reward.kind not in ("verifier",))
+    params = sample_params(cfg.sampling, tok, self_certainty=cfg.reward.kind not in ("verifier", "funcs"))
     counters: dict = {}
     problems = training_problems(task, cfg.task)  # test-time mode: the held-out (evaluation) problems
     split = "heldout" if cfg.task.test_time else "train"

@@ -9,14 +9,16 @@ from pathlib import Path
 
 from rlvr.algo.losses import LOSSES
 from rlvr.config import ConfigError, RunConfig
+from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.io import looks_like_hf_name
+from rlvr.rewards.funcs import check_funcs, columns_of
 from rlvr.rewards.intrinsic import INTRINSIC_REWARDS
 from rlvr.tasks.registry import TASKS, knob_names, resolve
 from rlvr.train.data import check_test_time, reward_uses_labels
 from rlvr.train.state import get_task
 
-REWARD_KINDS = ("verifier", "mix")
+REWARD_KINDS = ("verifier", "mix", "funcs")
 """reward.kind values besides the intrinsic rewards (:data:`rlvr.rewards.intrinsic.INTRINSIC_REWARDS`)."""
 
 
@@ -48,7 +50,13 @@ def validate(cfg: RunConfig) -> None:
                 and not looks_like_hf_name(where):
             raise ConfigError(f"model.{key}: {where} does not exist; pass a checkpoint or model directory, or a "
                               "hub name like Qwen/Qwen2.5-0.5B-Instruct")
-    get_task(cfg)  # the task's own checks (data files, knob values)
+    task = get_task(cfg)  # the task's own checks (data files, knob values)
+    if cfg.reward.funcs:
+        sample = task.problems("train", 1) if not cfg.task.test_time else task.problems("heldout", 1)
+        try:
+            check_funcs(cfg.reward.funcs, list(columns_of(sample)))
+        except UserError as exc:
+            raise ConfigError(f"reward.funcs: {exc}") from exc
     check_test_time(cfg)
     if not reward_uses_labels(cfg.reward) and cfg.algo.npr_threshold > 0:
         warn(f"algo.npr_threshold={cfg.algo.npr_threshold} retires prompts by their ground-truth pass rate, so "

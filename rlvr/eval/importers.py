@@ -195,22 +195,26 @@ def to_samples(rows: list[dict], m: dict[str, str], source: str, path: str | Pat
 
 
 def verify_with_task(samples: list[dict], task: Any, path: str | Path = "") -> list[dict]:
-    """Set ``correct`` from ``task``'s verifier on the rows without it: against the row's answer,
-    else against the task's problem with the same prompt (every split); an unknown prompt -> UserError."""
+    """Set ``correct`` from ``task``'s verifier on the rows without it: against the task's problem
+    with the same prompt (every split the task has; the problem carries what its verifier needs,
+    e.g. the tests of a code task), else against the row's answer; neither -> UserError."""
     todo = [s for s in samples if "correct" not in s]
     if not todo:
         return samples
     by_prompt: dict[str, Problem] = {}
-    if any("answer" not in s for s in todo):
-        for split in ("train", "heldout"):
-            for p in task.problems(split):
-                by_prompt.setdefault(p.prompt, p)
+    for split in ("train", "heldout"):
+        try:
+            split_problems = task.problems(split)
+        except UserError:  # a test-set task (humaneval) has no train split
+            continue
+        for p in split_problems:
+            by_prompt.setdefault(p.prompt, p)
     problems = []
     for s in todo:
-        if "answer" in s:
-            problems.append(Problem(s["problem_id"], s.get("prompt", ""), s["answer"]))
-        elif s.get("prompt") in by_prompt:
+        if s.get("prompt") in by_prompt:
             problems.append(by_prompt[s["prompt"]])
+        elif "answer" in s:
+            problems.append(Problem(s["problem_id"], s.get("prompt", ""), s["answer"]))
         else:
             raise UserError(f"{path}: a prompt ({s.get('prompt', '')[:60]!r}) is not a problem of task "
                             f"{getattr(task, 'name', task)!r} and the file has no answer column; map answer=COL")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.rewards.code import code_reward as run_code_tests
 from rlvr.rewards.math import VERIFIERS, extract_answer
 from rlvr.rewards.pool import CallResult, PoolStats, ScoringPool, get_pool
 from rlvr.types import Problem, Verdict
@@ -85,9 +86,7 @@ exact_reward = register_reward("exact")(_by_verifier("exact"))
 def code_reward(prompts: list, completions: list, tests: list, **kwargs: Any) -> list[float | None]:
     """1.0 when the completion's code passes every test of column ``tests`` in the code sandbox
     (:func:`rlvr.rewards.code.code_reward`)."""
-    from rlvr.rewards.code import code_reward as run
-
-    return run(prompts, completions, tests, **kwargs)
+    return run_code_tests(prompts, completions, tests, **kwargs)
 
 
 @register_reward("format")

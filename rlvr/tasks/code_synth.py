@@ -14,12 +14,14 @@ lookup table of the shown pairs therefore fails. Each problem has several correc
 
 Functions come from a fixed library of families graded by ``levels``: 1 = ``x+c``, ``x-c``,
 ``x*c``; 2 = ``a*x+b``, ``x*x+c``, ``c-x``, ``x%m``, ``x//d``; 3 = ``abs(x-c)``, ``max(x,c)``,
-``min(x,c)``. A problem is kept only when no other library function matches its three shown
-pairs yet differs on the hidden inputs, so the examples determine the answer.
+``min(x,c)``. A problem is kept only when every library function that matches its three shown
+pairs is the same function on every input (0..5 and the hidden range -6..15), so the examples
+determine the answer.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import threading
@@ -65,6 +67,18 @@ def _family_table() -> dict[int, list[tuple[str, Callable[[int], int], tuple[str
 _FAMILIES = _family_table()
 
 
+_TABLE = {name: tuple(fn(x) for x in (*SHOWN_INPUTS, *HIDDEN_INPUTS))
+          for fams in _FAMILIES.values() for name, fn, _ in fams}
+_COL = {x: i for i, x in enumerate((*SHOWN_INPUTS, *HIDDEN_INPUTS))}
+
+
+@functools.cache
+def _determined(shown: tuple[int, ...], name: str) -> bool:
+    """True when every library function that matches ``name`` on ``shown`` matches it on every input."""
+    mine = _TABLE[name]
+    return all(row == mine for row in _TABLE.values() if all(row[_COL[x]] == mine[_COL[x]] for x in shown))
+
+
 def program(expr: str) -> str:
     """The completion for expression ``expr``: ``def f(x):return <expr>``."""
     return f"def f(x):return {expr}"
@@ -99,11 +113,10 @@ class CodeSynthTask:
 
     def _sample(self, rng: random.Random) -> Problem | None:
         lvl, (name, fn, forms) = rng.choice(self._fns)
-        shown = sorted(rng.sample(SHOWN_INPUTS, 3))
+        shown = tuple(sorted(rng.sample(SHOWN_INPUTS, 3)))
+        if not _determined(shown, name):
+            return None  # another library function fits the shown pairs
         hidden = rng.sample([x for x in HIDDEN_INPUTS if x not in shown], self.hidden)
-        if any(all(g(x) == fn(x) for x in shown) and any(g(x) != fn(x) for x in hidden)
-               for _, g, _ in self._all):
-            return None  # the shown pairs do not determine the function
         pairs = " ".join(f"f({x})={fn(x)}" for x in shown)
         tests = tuple(f"assert f({x}) == {fn(x)}" for x in (*shown, *hidden))
         return Problem("", f"#{pairs}\n", name, tuple(program(e) for e in forms),

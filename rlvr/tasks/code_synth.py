@@ -1,7 +1,7 @@
 """The ``code_synth`` task: programming by example, graded by running the program in the sandbox.
 
-A prompt shows three input/output pairs of a hidden integer function (inputs from 0..5, in
-increasing order) as a Python comment; the completion is the function::
+A prompt shows three input/output pairs of a hidden integer function as a Python comment (``f(0)``
+first, then two inputs from 1..9 in increasing order); the completion is the function::
 
     #f(0)=1 f(3)=7 f(5)=11
     def f(x):return 2*x+1
@@ -15,7 +15,7 @@ lookup table of the shown pairs therefore fails. Each problem has several correc
 Functions come from a fixed library of families graded by ``levels``: 1 = ``x+c``, ``x-c``,
 ``x*c``; 2 = ``a*x+b``, ``x*x+c``, ``c-x``, ``x%m``, ``x//d``; 3 = ``abs(x-c)``, ``max(x,c)``,
 ``min(x,c)``. A problem is kept only when every library function that matches its three shown
-pairs is the same function on every input (0..5 and the hidden range -6..15), so the examples
+pairs is the same function on every input (0..9 and the hidden range -6..15), so the examples
 determine the answer.
 """
 
@@ -33,7 +33,7 @@ from rlvr.rewards.code import score_code
 from rlvr.tasks.arithmetic import ProblemPool, check_frac
 from rlvr.tasks.base import Problem, Verdict
 
-SHOWN_INPUTS = range(0, 6)
+SHOWN_INPUTS = range(0, 10)
 HIDDEN_INPUTS = tuple(range(-6, 16))
 _FN_RE = re.compile(r"^def f\(x\):(?:\s*return\s*)(.+)$")
 
@@ -113,7 +113,7 @@ class CodeSynthTask:
 
     def _sample(self, rng: random.Random) -> Problem | None:
         lvl, (name, fn, forms) = rng.choice(self._fns)
-        shown = tuple(sorted(rng.sample(SHOWN_INPUTS, 3)))
+        shown = (0, *sorted(rng.sample(SHOWN_INPUTS[1:], 2)))
         if not _determined(shown, name):
             return None  # another library function fits the shown pairs
         hidden = rng.sample([x for x in HIDDEN_INPUTS if x not in shown], self.hidden)

@@ -160,9 +160,9 @@ class SyncSource:
     def collect(self, st: TrainState) -> Collected:
         a, P = st.cfg.algo, st.cfg.algo.prompts_per_step
         gen = sampling_generator(st.cfg.train.seed, st.step)
-        kept, seen = [], []
+        kept, seen, timing = [], [], {"score_s": 0.0}
         for _ in range(a.dynamic_max_rounds if a.dynamic_sampling else 1):
-            batch = rollout(st, st.next_problems(P), gen, f"step {st.step + 1}")
+            batch = rollout(st, st.next_problems(P), gen, f"step {st.step + 1}", timing)
             seen.append(batch)
             kept.append(batch.select(mixed_outcome_groups(batch.correct_P_G())) if a.dynamic_sampling else batch)
             if sum(b.n_groups for b in kept) >= P:
@@ -176,7 +176,9 @@ class SyncSource:
         kept = [b for b in kept if b.n_groups]
         all_seen = ScoredBatch.concat(seen, st.tok.pad_id)
         train = ScoredBatch.concat(kept, st.tok.pad_id).head(P) if kept else None
-        return Collected(train, all_seen, all_seen.size, all_seen.rollouts.n_tokens)
+        score_s = timing["score_s"]
+        return Collected(train, all_seen, all_seen.size, all_seen.rollouts.n_tokens,
+                         {"score_s": score_s, "scored_per_s": all_seen.size / score_s if score_s > 0 else 0.0})
 
     def after_update(self, st: TrainState, got: Collected) -> dict:
         return {}
@@ -185,11 +187,17 @@ class SyncSource:
         pass
 
 
-def rollout(st: TrainState, problems: list, gen: torch.Generator, where: str) -> ScoredBatch:
-    """G completions of each problem from the current policy, scored (the reward phase)."""
+def rollout(st: TrainState, problems: list, gen: torch.Generator, where: str,
+            timing: dict | None = None) -> ScoredBatch:
+    """G completions of each problem from the current policy, scored (the reward phase);
+    ``timing["score_s"]`` (when given) accumulates the seconds spent scoring."""
     G = st.cfg.algo.group_size
     rb = sample_policy(st, [p.prompt for p in problems for _ in range(G)], gen)
-    return score_rollouts(st.cfg, st.task, rb, problems, st.params.max_new_tokens, where, st.count)
+    t0 = time.time()
+    scored = score_rollouts(st.cfg, st.task, rb, problems, st.params.max_new_tokens, where, st.count)
+    if timing is not None:
+        timing["score_s"] += time.time() - t0
+    return scored
 
 
 def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator):

@@ -28,7 +28,8 @@ def test_problems_are_deterministic_split_and_determined_by_their_examples(task)
     everything = [g for fams in cs._FAMILIES.values() for _, g, _ in fams]
     for p in held[:40]:
         shown = [(int(x), int(y)) for x, y in (pair[2:].split(")=") for pair in p.prompt[1:].split())]
-        assert [x for x, _ in shown] == sorted(x for x, _ in shown) and all(0 <= x <= 5 for x, _ in shown)
+        xs = [x for x, _ in shown]
+        assert xs[0] == 0 and xs[1:] == sorted(xs[1:]) and all(1 <= x <= 9 for x in xs[1:])
         hidden = [int(t.split("(")[1].split(")")[0]) for t in p.meta["tests"][3:]]
         assert len(hidden) == 5
         truth = [g for g in everything if all(g(x) == y for x, y in shown)]

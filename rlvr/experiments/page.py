@@ -5,7 +5,9 @@ and ``OUT/plots/*.png``. Every number on it is read from the cells; every verdic
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import time
 from pathlib import Path
 
 from rlvr.errors import UserError
@@ -125,6 +127,18 @@ def _curve_lines(curves: dict) -> list[str]:
     return out
 
 
+def provenance(command: str, machine: str) -> list[str]:
+    """The results pages' provenance block: command, CPU, threads, precision, date (today)."""
+    threads = re.search(r"(\d+) torch threads?", machine)
+    precision = re.search(r"precision (\w+)", machine)
+    cpu = re.sub(r", \d+ torch threads?", "", machine).split(", torch")[0]
+    return ["**Provenance** (where these numbers came from; \"not recorded\" where the page's run did not record it)",
+            "", "| command | CPU (model, flags) | threads | precision | date |", "| --- | --- | --- | --- | --- |",
+            f"| `{command}` | {cpu or 'not recorded'} | "
+            f"{threads.group(1) + ' torch threads' if threads else 'not recorded'} | "
+            f"{precision.group(1) if precision else 'not recorded'} | {time.strftime('%Y-%m-%d')} |"]
+
+
 def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
                command: str, quick: bool) -> Path:
     """Write README.md, table.json and the plots; -> README.md."""
@@ -133,7 +147,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     status = ("complete" if run["complete"] and done == len(rows)
               else f"partial: {done} of {len(rows)} claims measured")
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
-    lines = [f"# {exp.title}", "",
+    lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "
              f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
              "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "

@@ -35,6 +35,10 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     page = (out / "README.md").read_text()
     assert page.index("| claim | the paper |") < page.index("## Protocol") < page.index("## Deviations")
     assert "machine: " in page and "command: `rlvr reproduce" in page
+    lines = page.splitlines()  # the provenance block every results page carries (tests/unit/test_standalone.py)
+    assert lines[2].startswith("**Provenance**")
+    assert lines[4] == "| command | CPU (model, flags) | threads | precision | date |"
+    assert lines[6].startswith("| `rlvr reproduce") and lines[6].split("|")[-2].strip().startswith("20")  # a date
     # a killed evaluation: one model's statistics and one chunk gone -> only that cell runs again
     victim = next(out.glob("evals/*/base/stats.json"))
     victim.unlink()

@@ -28,9 +28,11 @@ SMALL = ModelConfig(n_layer=1, d_model=32, n_head=2, context=64)
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    """Unpinned ``auto``, a private cache, and a fake measurement: ``fake.ratio`` is what it reports,
-    ``fake.calls`` the workloads it was asked to measure."""
+    """Unpinned ``auto`` on a CPU-only machine (a visible GPU resolves ``auto`` without measuring), a
+    private cache, and a fake measurement: ``fake.ratio`` is what it reports, ``fake.calls`` the
+    workloads it was asked to measure."""
     monkeypatch.delenv(precision.ENV_PIN, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
 
     class Fake:

@@ -4,14 +4,18 @@
   (pretrained tiny bases, tiny HF models built for tests).
 - :func:`atomic_write`: a file written to a temporary sibling, fsynced, then renamed over the target.
 - :func:`replace_dir`: a directory built in a temporary sibling renamed over the target.
+- :func:`read_jsonl`: the objects of a JSON-lines file, a bad line a one-line UserError naming it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from rlvr.errors import UserError
 
 
 def cache_root() -> Path:
@@ -68,3 +72,21 @@ def replace_dir(tmp: Path, final: Path) -> Path:
         shutil.rmtree(final)
     os.replace(tmp, final)
     return final
+
+
+def read_jsonl(path: str | Path, text: str | None = None) -> list[dict]:
+    """The JSON objects of the lines of ``path`` (or of ``text``, named ``path`` in errors); blank
+    lines are skipped; a line that is not a JSON object raises UserError naming ``path:line``."""
+    rows = []
+    lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{i}: not valid JSON ({e.msg}); fix or delete that line") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{i}: expected a JSON object per line; write one object per line")
+        rows.append(row)
+    return rows

@@ -14,7 +14,6 @@ Every problem raises :class:`rlvr.errors.UserError` naming the file and the fix.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 
@@ -23,25 +22,11 @@ import numpy as np
 from rlvr.analysis.history_io import is_history, load_history
 from rlvr.errors import UserError
 from rlvr.metric_names import flat, flat_key
+from rlvr.paths import read_jsonl
 
 X_KEYS = ("flops", "samples", "tokens", "gpu_hours", "wall")
 _METRIC_KEY = {"flops": "flops", "samples": "samples", "tokens": "tokens", "wall": "wall_s", "gpu_hours": "gpu_hours"}
 _Y_KEY = "heldout_pass_rate"
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{i}: not valid JSON ({e.msg}); fix or delete that line") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{path}:{i}: expected a JSON object per line; write one object per line")
-        rows.append(row)
-    return rows
 
 
 def _number(value, path: Path, row: int, column: str) -> float:
@@ -135,7 +120,7 @@ def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
         metrics = p / "metrics.jsonl"
         if not metrics.is_file():
             raise UserError(f"{p}: directory has no metrics.jsonl; pass an rlvr run directory")
-        rows = [flat(r) for r in _read_jsonl(metrics)]  # old flat and namespaced names both read
+        rows = [flat(r) for r in read_jsonl(metrics)]  # old flat and namespaced names both read
         return p.resolve().name, *_validate(_metrics_xy(rows, metrics, x), metrics)
     suffix = p.suffix.lower()
     if suffix == ".csv":
@@ -146,7 +131,7 @@ def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
         rows = [{(k or "").strip(): v for k, v in r.items()} for r in rows]
         return p.stem, *_validate(_table_xy(rows, p, columns), p)
     if suffix in (".jsonl", ".json"):
-        rows = _read_jsonl(p)
+        rows = read_jsonl(p)
         if rows and "compute" not in rows[0] and _Y_KEY in {flat_key(k) for r in rows for k in r}:
             rows = [flat(r) for r in rows]
             name = p.resolve().parent.name if p.name == "metrics.jsonl" else p.stem

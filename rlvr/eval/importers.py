@@ -34,6 +34,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.eval.samples import load_samples, validate_row
+from rlvr.paths import read_jsonl
 from rlvr.rewards.verify import verify_all
 from rlvr.types import Problem
 
@@ -70,18 +71,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
         if isinstance(obj, list) and all(isinstance(r, dict) for r in obj):
             return obj
         raise UserError(f"{p}: expected a list of records or a W&B table ({{'columns', 'data'}})")
-    rows = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{p} line {i}: invalid JSON ({e.msg}); fix that line") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{p} line {i}: expected a JSON object per line")
-        rows.append(row)
-    return rows
+    return read_jsonl(p, text)
 
 
 def detect(rows: list[dict], path: str | Path = "") -> str:

@@ -35,7 +35,7 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.eval.samples import load_samples, validate_row
 from rlvr.rewards.verify import verify_all
-from rlvr.types import Problem
+from rlvr.types import Problem, prompt_key
 
 FORMATS = ("auto", "rlvr", "trl", "verl", "table")
 FIELDS = ("problem_id", "prompt", "completion", "answer", "correct", "reward")
@@ -204,13 +204,13 @@ def verify_with_task(samples: list[dict], task: Any, path: str | Path = "") -> l
     if any("answer" not in s for s in todo):
         for split in ("train", "heldout"):
             for p in task.problems(split):
-                by_prompt.setdefault(p.prompt, p)
+                by_prompt.setdefault(prompt_key(p.prompt), p)
     problems = []
     for s in todo:
         if "answer" in s:
             problems.append(Problem(s["problem_id"], s.get("prompt", ""), s["answer"]))
-        elif s.get("prompt") in by_prompt:
-            problems.append(by_prompt[s["prompt"]])
+        elif "prompt" in s and prompt_key(s["prompt"]) in by_prompt:  # text, or chat messages
+            problems.append(by_prompt[prompt_key(s["prompt"])])
         else:
             raise UserError(f"{path}: a prompt ({s.get('prompt', '')[:60]!r}) is not a problem of task "
                             f"{getattr(task, 'name', task)!r} and the file has no answer column; map answer=COL")

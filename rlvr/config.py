@@ -140,7 +140,10 @@ class ModelConfig:
     lora_r: int = 0
     """HF model: LoRA rank through peft (0 = full fine-tuning)."""
     chat_template: bool = True
-    """HF model: apply the tokenizer's chat template when it has one."""
+    """HF model: apply the tokenizer's chat template when it has one (chat-message prompts need it)."""
+    chat_template_kwargs: dict = field(default_factory=dict)
+    """HF model: extra keyword arguments of ``tokenizer.apply_chat_template`` when rendering a prompt,
+    e.g. ``{enable_thinking: false}`` for Qwen3 (TRL's ``chat_template_kwargs``)."""
 
     def __post_init__(self):
         _check_ranges(self, "model")
@@ -150,6 +153,11 @@ class ModelConfig:
         _check(self.d_model % self.n_head == 0, "model.d_model", "must be divisible by model.n_head")
         _check((self.d_model // self.n_head) % 2 == 0, "model.n_head", "head size must be even (RoPE)")
         _check(self.kind != "hf" or bool(self.path), "model.path", "set it for model.kind=hf")
+        _check(all(isinstance(k, str) and k.isidentifier() for k in self.chat_template_kwargs),
+               "model.chat_template_kwargs", "keys must be names (e.g. {enable_thinking: false})")
+        _check(not self.chat_template_kwargs or (self.kind == "hf" and self.chat_template),
+               "model.chat_template_kwargs", "needs model.kind=hf and model.chat_template=true (the tiny model "
+               "has no chat template)")
 
     def with_dtype(self, dtype: str) -> ModelConfig:
         """This config with ``dtype`` instead (e.g. pretraining: always "float32")."""

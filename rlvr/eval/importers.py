@@ -36,7 +36,7 @@ from rlvr.errors import UserError
 from rlvr.eval.samples import load_samples, validate_row
 from rlvr.paths import read_jsonl
 from rlvr.rewards.verify import verify_all
-from rlvr.types import Problem
+from rlvr.types import Problem, prompt_key
 
 FORMATS = ("auto", "rlvr", "trl", "verl", "table")
 FIELDS = ("problem_id", "prompt", "completion", "answer", "correct", "reward")
@@ -198,11 +198,11 @@ def verify_with_task(samples: list[dict], task: Any, path: str | Path = "") -> l
         except UserError:  # a test-set task (humaneval) has no train split
             continue
         for p in split_problems:
-            by_prompt.setdefault(p.prompt, p)
+            by_prompt.setdefault(prompt_key(p.prompt), p)
     problems = []
     for s in todo:
-        if s.get("prompt") in by_prompt:
-            problems.append(by_prompt[s["prompt"]])
+        if "prompt" in s and prompt_key(s["prompt"]) in by_prompt:  # text, or chat messages
+            problems.append(by_prompt[prompt_key(s["prompt"])])
         elif "answer" in s:
             problems.append(Problem(s["problem_id"], s.get("prompt", ""), s["answer"]))
         else:

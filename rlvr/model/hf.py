@@ -29,18 +29,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from rlvr.config import ModelConfig
+from rlvr.config import ConfigError, ModelConfig
 from rlvr.errors import UserError
 from rlvr.model.hf_native import NativeCache, NativeDecoder, native_unsupported
 from rlvr.model.tokenizer import left_pad
 from rlvr.paths import cache_root, replace_dir, temp_dir_beside
 from rlvr.tasks.corpus import build_corpus
 from rlvr.tasks.registry import get_task
+from rlvr.types import Prompt, check_messages, is_messages
 
 TINY_PREFIX = "tiny-hf:"
 SIDECAR = "rlvr_hf.json"  # ModelConfig fields a checkpoint must be re-loaded with
 LORA_FILE = "lora_adapter.safetensors"  # LoRA weights (resume); model.safetensors holds the merged model
-SAVED_FIELDS = ("fp32_logits", "dtype", "chat_template")
+SAVED_FIELDS = ("fp32_logits", "dtype", "chat_template", "chat_template_kwargs")
 
 
 class HFCache:
@@ -253,13 +254,18 @@ def _with_lora(causal_lm: nn.Module, r: int) -> nn.Module:
 
 
 class HFTokenizer:
-    """An HF tokenizer with CharTokenizer's interface. Prompts go through the chat template
-    (``[{"role": "user", "content": prompt}]`` + generation prompt) when ``chat`` is true and the
-    tokenizer has one; else they are encoded raw after BOS (if the tokenizer has a BOS token)."""
+    """An HF tokenizer with CharTokenizer's interface. :meth:`render` is the one place a task prompt
+    becomes the text the model sees: chat messages (``[{"role", "content"}]``, TRL's conversational
+    format) and, when ``chat`` is true, plain prompts (as ``[{"role": "user", "content": prompt}]``) go
+    through the tokenizer's chat template with ``add_generation_prompt=True`` and
+    ``chat_template_kwargs`` (e.g. ``{"enable_thinking": False}``); a plain prompt without a chat
+    template is encoded raw after BOS (if the tokenizer has one); chat messages without one are an error."""
 
-    def __init__(self, tok, chat: bool = True):
+    def __init__(self, tok, chat: bool = True, chat_template_kwargs: dict | None = None):
         self.tok = tok
-        self.chat = bool(chat and getattr(tok, "chat_template", None))
+        self.has_template = bool(getattr(tok, "chat_template", None))
+        self.chat = bool(chat and self.has_template)
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.eos_id = tok.eos_token_id
         if self.eos_id is None:
             raise UserError("the tokenizer has no EOS token; use a model whose tokenizer defines eos_token")
@@ -279,16 +285,42 @@ class HFTokenizer:
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else [int(i) for i in ids]
         return self.tok.decode(ids, skip_special_tokens=skip_special)
 
-    def prompt_ids(self, prompt: str) -> list[int]:
-        """Token ids the model sees for one task prompt (chat template or BOS + raw text)."""
-        if self.chat:
-            text = self.tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                add_generation_prompt=True)
+    def render(self, prompt: Prompt) -> str | None:
+        """The chat-template text of ``prompt`` (str or chat messages), or None for a plain prompt
+        encoded raw (no template, or ``model.chat_template=false``). Chat messages need a template
+        and ``model.chat_template=true``: else ``ConfigError``."""
+        if is_messages(prompt):
+            if not self.chat:
+                key, why = ("model.chat_template", "it is false") if self.has_template else \
+                    ("model.path", "this tokenizer has no chat template")
+                raise ConfigError(f"{key}: the task's prompts are chat messages, which need the tokenizer's chat "
+                                  f"template ({why}); use a tokenizer with one and model.chat_template=true, or "
+                                  "plain-text prompts")
+            try:
+                messages = check_messages(prompt)
+            except (TypeError, ValueError) as e:
+                raise UserError(f"a task prompt is malformed chat messages ({e})") from None
+        elif self.chat:
+            messages = [{"role": "user", "content": prompt}]
+        else:
+            return None
+        try:
+            return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                **self.chat_template_kwargs)
+        except Exception as e:  # noqa: BLE001 - jinja errors (roles out of order), a kwarg clashing with ours
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"the chat template failed on a prompt ({type(e).__name__}: {first}); check the "
+                            "messages and model.chat_template_kwargs") from None
+
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        """Token ids the model sees for one task prompt (:meth:`render`, or BOS + raw text)."""
+        text = self.render(prompt)
+        if text is not None:
             return self.tok.encode(text, add_special_tokens=False)
         return self.encode(prompt, bos=True)
 
-    def batch_encode_left(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Left-padded prompts: ids (B, Tp) long, mask (B, Tp) bool."""
+    def batch_encode_left(self, texts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded prompts (text or chat messages): ids (B, Tp) long, mask (B, Tp) bool."""
         seqs = [self.prompt_ids(t) for t in texts]
         return left_pad(seqs, self.pad_id)
 
@@ -354,7 +386,8 @@ def load_hf_policy(path_or_name: str, model_cfg: ModelConfig | None = None,
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"cannot load HF model {path_or_name!r} ({first[:200]}); download it where the hub "
                         "is reachable (`hf download NAME --local-dir DIR`) and set model.path=DIR") from None
-    return HFPolicy(lm, cfg, native), HFTokenizer(tok, chat=cfg.chat_template)
+    return HFPolicy(lm, cfg, native), HFTokenizer(tok, chat=cfg.chat_template,
+                                                  chat_template_kwargs=cfg.chat_template_kwargs)
 
 
 # ----------------------------------------------------------------------------- tiny models

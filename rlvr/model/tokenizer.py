@@ -12,8 +12,13 @@ from pathlib import Path
 
 import torch
 
+from rlvr.config import ConfigError
+from rlvr.types import is_messages
+
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
+NO_CHAT = ("model.kind: the task's prompts are chat messages but the tiny character model has no chat template; use "
+           "model.kind=hf with a tokenizer that has one (docs/models.md), or plain-text prompts")
 
 
 def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,7 +63,10 @@ class CharTokenizer:
         return "".join(out)
 
     def batch_encode_left(self, texts: list[str], bos: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """Left-padded batch for generation: ids (B, Tp) long, mask (B, Tp) bool."""
+        """Left-padded batch for generation: ids (B, Tp) long, mask (B, Tp) bool. Plain text only: chat
+        messages raise ``ConfigError`` (the character model has no chat template)."""
+        if any(is_messages(t) for t in texts):
+            raise ConfigError(NO_CHAT)
         seqs = [self.encode(t, bos=bos) for t in texts]
         return left_pad(seqs, self.pad_id)
 

@@ -1,8 +1,11 @@
-"""Generic question/answer datasets: JSONL, JSON, Parquet or a hub dataset, with column mapping.
+"""Generic question/answer datasets: JSONL, JSON, Parquet, a local HF ``datasets`` directory
+(``save_to_disk``) or a hub dataset, with column mapping.
 
 :class:`JsonlTask` turns rows into :class:`~rlvr.tasks.base.Problem` objects through a column
-map (``prompt``, ``answer``, optional ``solutions`` and ``id``) and scores completions with a
-chosen verifier from :mod:`rlvr.rewards.math` (``math`` | ``numeric`` | ``exact``). The loading
+map (``prompt``, ``answer``, optional ``solutions`` and ``id``), keeps chosen extra columns in
+``Problem.meta`` (for reward functions, as TRL passes dataset columns), accepts a prompt column of
+chat messages, and scores completions with a chosen verifier from :mod:`rlvr.rewards.math`
+(``math`` | ``numeric`` | ``exact``). The loading
 helpers here (:func:`read_rows`, :func:`load_split`, :func:`default_data_dir`, :func:`data_file`)
 are shared with the GSM8K and MATH-500 tasks.
 
@@ -28,8 +31,11 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.rewards.math import VERIFIERS, math_equivalent
 from rlvr.tasks.base import Problem, Verdict, default_equivalent
+from rlvr.types import Prompt, check_messages, is_messages
 
 SPLITS = ("train", "heldout")
+RESERVED_META = ("split", "row")
+"""``Problem.meta`` keys rlvr sets itself; extra columns may not take these names."""
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 DEFAULT_TEMPLATE = "{question}\n\n" + BOXED_INSTRUCTION
 RowFn = Callable[[dict, int], Problem]  # (row, index) -> Problem; raises ValueError/KeyError/TypeError if bad
@@ -66,8 +72,13 @@ def render(template: str, question: str) -> str:
     return template.replace("{question}", question)
 
 
-def to_messages(prompt: str, system: str | None = None) -> list[dict[str, str]]:
-    """The chat-messages form of a prompt: ``[{"role": "system"?}, {"role": "user"}]``."""
+def to_messages(prompt: Prompt, system: str | None = None) -> list[dict[str, str]]:
+    """The chat-messages form of a prompt: ``[{"role": "system"?}, {"role": "user"}]``; a prompt that is
+    already messages is kept, with ``system`` put first unless it starts with a system message."""
+    if is_messages(prompt):
+        msgs = [dict(m) for m in prompt]
+        has_system = bool(msgs) and msgs[0].get("role") == "system"
+        return msgs if has_system or not system else [{"role": "system", "content": system}, *msgs]
     msgs = [{"role": "system", "content": system}] if system else []
     return [*msgs, {"role": "user", "content": prompt}]
 
@@ -78,13 +89,37 @@ def check_split(split: str) -> None:
 
 
 # ----------------------------------------------------------------------------- reading
-def read_rows(path: str | Path) -> list[Any]:
-    """Rows of a ``.jsonl`` / ``.json`` (list of objects) / ``.parquet`` file, in file order.
+def read_dataset_dir(path: str | Path, split: str | None = None) -> list[dict]:
+    """Rows of a local HF ``datasets`` directory written by ``save_to_disk`` (read with ``load_from_disk``:
+    no download). A ``DatasetDict`` directory needs ``split``, the name of one of its splits."""
+    try:
+        import datasets
+    except ImportError as e:
+        raise UserError(f"{str(path)!r} is a directory: reading a saved HF dataset needs the 'datasets' "
+                        "package; pip install 'rlvr[data]'") from e
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as e:
+        raise UserError(f"{str(path)!r} is not a dataset saved with save_to_disk ({e}); pass a .jsonl, "
+                        ".json or .parquet file or such a directory") from None
+    if isinstance(ds, datasets.DatasetDict):
+        if split not in ds:
+            raise UserError(f"{str(path)!r} holds the splits {sorted(ds)}; no {split!r} there: set the task's "
+                            "hub_splits knob, e.g. {train: train, heldout: test}")
+        ds = ds[split]
+    return [dict(r) for r in ds]
+
+
+def read_rows(path: str | Path, split: str | None = None) -> list[Any]:
+    """Rows of a ``.jsonl`` / ``.json`` (list of objects) / ``.parquet`` file, in file order, or of a
+    saved HF dataset directory (:func:`read_dataset_dir`; ``split`` picks a ``DatasetDict``'s split).
 
     ``.jsonl.gz`` and ``.json.gz`` are read as the file they compress. A JSONL line that is not
     valid JSON becomes a ``None`` row (counted as bad by the caller).
     """
     p = Path(path)
+    if p.is_dir():
+        return read_dataset_dir(p, split)
     if not p.is_file():
         raise UserError(f"dataset file {str(p)!r} not found; check the path or set RLVR_DATA_DIR")
     if p.suffix == ".parquet":
@@ -132,10 +167,12 @@ def read_hub(name: str, config: str | None, split: str) -> list[dict]:
     return [dict(r) for r in ds]
 
 
-def load_split(path: str | Path | None, hub: tuple[str, str | None, str] | None) -> list[Any]:
-    """Rows from ``path`` when it exists, else from ``hub=(name, config, split)``."""
-    if path is not None and Path(path).is_file():
-        return read_rows(path)
+def load_split(path: str | Path | None, hub: tuple[str, str | None, str] | None,
+               dir_split: str | None = None) -> list[Any]:
+    """Rows from ``path`` (a file, or a saved dataset directory: its ``dir_split`` split when it holds
+    several) when it exists, else from ``hub=(name, config, split)``."""
+    if path is not None and Path(path).exists():
+        return read_rows(path, dir_split)
     if hub is None:
         where = f"{str(path)!r} not found" if path is not None else "no path given"
         raise UserError(f"no data for this split ({where}); pass an existing file path")
@@ -173,6 +210,13 @@ def text_field(row: dict, key: str) -> str:
     return s
 
 
+def prompt_field(row: dict, key: str) -> Prompt:
+    """A required prompt: non-empty text (numbers stringified) or a list of chat messages."""
+    if isinstance(row.get(key), list):
+        return check_messages(row[key])
+    return text_field(row, key)
+
+
 def solutions_field(row: dict, key: str | None) -> tuple[str, ...]:
     """Optional gold solutions: a string or a list of strings."""
     if key is None or row.get(key) is None:
@@ -188,10 +232,14 @@ def solutions_field(row: dict, key: str | None) -> tuple[str, ...]:
 class JsonlTask:
     """Any question/answer dataset with a column map and a verifier.
 
-    ``train`` / ``heldout``: file paths (``.jsonl``, ``.json``, ``.parquet``); or ``hub`` (a
+    ``train`` / ``heldout``: file paths (``.jsonl``, ``.json``, ``.parquet``) or directories saved by
+    ``datasets``' ``save_to_disk`` (a ``DatasetDict``'s split is chosen by ``hub_splits``); or ``hub`` (a
     ``datasets`` name, with ``hub_config`` and ``hub_splits`` = {split: hub split}) used for
     splits without a file. ``columns`` maps ``prompt``, ``answer`` and optionally ``solutions``
-    and ``id`` to the dataset's column names. ``template`` must contain ``{question}``.
+    and ``id`` to the dataset's column names. A prompt column may hold chat messages (kept as
+    messages; ``template`` applies to text prompts only). ``extra_columns`` (a list of column
+    names, or ``"all"`` = every column not mapped to a role) are copied into ``Problem.meta``
+    under their own names. ``template`` must contain ``{question}``.
     """
 
     def __init__(
@@ -206,6 +254,7 @@ class JsonlTask:
         hub_splits: dict[str, str] | None = None,
         bad_rows: str = "skip",
         name: str = "jsonl",
+        extra_columns: list[str] | str = (),
     ):
         if verifier not in VERIFIERS:
             raise UserError(f"unknown verifier {verifier!r}; use one of {', '.join(VERIFIERS)}")
@@ -216,6 +265,14 @@ class JsonlTask:
         if unknown:
             raise UserError(f"unknown column roles {sorted(unknown)}; use prompt, answer, solutions, id")
         cols.update(columns or {})
+        if isinstance(extra_columns, str) and extra_columns != "all":
+            raise UserError(f"extra_columns={extra_columns!r}; use a list of column names or 'all'")
+        extra = extra_columns if isinstance(extra_columns, str) else list(extra_columns)
+        bad = [c for c in ([] if extra == "all" else extra) if not isinstance(c, str) or c in RESERVED_META]
+        if bad:
+            raise UserError(f"extra_columns {bad}: names must be strings other than {', '.join(RESERVED_META)} "
+                            "(rlvr's own meta keys)")
+        self.extra_columns = extra
         self.name, self.columns, self.template, self.bad_rows = name, cols, template, bad_rows
         self.paths = {"train": train, "heldout": heldout}
         self.hub, self.hub_config = hub, hub_config
@@ -230,15 +287,27 @@ class JsonlTask:
 
         def row_fn(row: dict, i: int) -> Problem:
             rid = str(row[c["id"]]) if c["id"] else f"{self.name}/{split}/{i}"
+            prompt = prompt_field(row, c["prompt"])
             return Problem(
                 id=rid,
-                prompt=render(self.template, text_field(row, c["prompt"])),
+                prompt=prompt if is_messages(prompt) else render(self.template, prompt),
                 answer=text_field(row, c["answer"]).strip(),
                 solutions=solutions_field(row, c["solutions"]),
-                meta={"split": split, "row": i},
+                meta={**self._extras(row), "split": split, "row": i},
             )
 
         return row_fn
+
+    def _extras(self, row: dict) -> dict:
+        """The extra columns of ``row`` (KeyError if one is missing: the row is bad)."""
+        if self.extra_columns != "all":
+            return {k: row[k] for k in self.extra_columns}
+        roles = {v for v in self.columns.values() if v}
+        clash = [k for k in row if k in RESERVED_META and k not in roles]
+        if clash:
+            raise UserError(f"extra_columns='all' would copy column {clash[0]!r} over rlvr's meta key of that name; "
+                            "list the columns to keep instead")
+        return {k: v for k, v in row.items() if k not in roles}
 
     def problems(self, split: str, n: int | None = None) -> list[Problem]:
         check_split(split)
@@ -248,7 +317,7 @@ class JsonlTask:
                 if self.hub and split in self.hub_splits
                 else None
             )
-            rows = load_split(self.paths[split], hub)
+            rows = load_split(self.paths[split], hub, self.hub_splits.get(split))
             self._cache[split], self.skipped[split] = build_problems(rows, self._row(split), self.bad_rows)
         return first_n(self._cache[split], n)
 
@@ -260,7 +329,7 @@ class JsonlTask:
         return self._equivalent(a, b)
 
     def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
-        """The chat-messages form of ``problem.prompt``."""
+        """The chat-messages form of ``problem.prompt`` (:func:`to_messages`)."""
         return to_messages(problem.prompt, system)
 
 

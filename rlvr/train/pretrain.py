@@ -30,7 +30,10 @@ from rlvr.train.schedule import lr_at
 
 
 def pretrain_key(model_cfg: ModelConfig, pre: PretrainConfig) -> str:
-    return config_hash({"model": to_dict(model_cfg), "pretrain": to_dict(pre), "format": 1})
+    model = to_dict(model_cfg)
+    if not model.get("chat_template_kwargs"):  # HF-only, added later: cached bases keep their keys
+        model.pop("chat_template_kwargs", None)
+    return config_hash({"model": model, "pretrain": to_dict(pre), "format": 1})
 
 
 def build_token_stream(pre: PretrainConfig, tok: CharTokenizer) -> torch.Tensor:

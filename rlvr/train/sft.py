@@ -118,7 +118,8 @@ def sft_train(model, tok, pairs: list[Pair], steps: int, batch_size: int, lr: fl
         batch = next(it)
         m = sft_update(model, tok, batch, opt, grad_clip)
         seqs += len(batch)
-        tokens += sum(len(tok.encode(p)) + len(tok.encode(c)) + 2 for p, c in batch)
+        tokens += int(tok.batch_encode_left([p for p, _ in batch])[1].sum())  # prompts as the model sees them
+        tokens += sum(len(tok.encode(c)) + 1 for _, c in batch)  # completions + EOS
         out.append({"step": step, **m, "sequences": seqs, "tokens": tokens, "lr": lr})
     return out
 

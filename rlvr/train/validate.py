@@ -14,7 +14,7 @@ from rlvr.log import warn
 from rlvr.model.io import looks_like_hf_name
 from rlvr.rewards.funcs import check_funcs, columns_of
 from rlvr.rewards.intrinsic import INTRINSIC_REWARDS
-from rlvr.tasks.registry import TASKS, knob_names, resolve
+from rlvr.tasks.registry import TASKS, is_task_ref, knob_names, resolve
 from rlvr.train.data import check_test_time, reward_uses_labels
 from rlvr.train.state import get_task
 
@@ -26,14 +26,14 @@ def validate(cfg: RunConfig) -> None:
     """Check what the dataclasses cannot: every name the config uses is registered (task and its
     knobs, retention and corpus tasks, loss, reward kind and mix weights), the task can be built, and
     test-time training (``task.test_time``) does not use held-out labels."""
-    _known(cfg.task.name, sorted(TASKS), "task.name", "task")
+    _task(cfg.task.name, "task.name")
     allowed = knob_names(resolve(cfg.task.name))
     for knob in cfg.task.knobs if allowed is not None else ():
         _known(knob, allowed, f"task.knobs.{knob}", f"knob of task {cfg.task.name!r}")
     for i, name in enumerate(cfg.task.retention_tasks):
-        _known(name, sorted(TASKS), f"task.retention_tasks[{i}]", "task")
+        _task(name, f"task.retention_tasks[{i}]")
     for name in cfg.pretrain.mix:
-        _known(name, sorted(TASKS), f"pretrain.mix.{name}", "task")
+        _task(name, f"pretrain.mix.{name}")
     for name, knobs in cfg.pretrain.task_knobs.items():
         _known(name, sorted({*cfg.pretrain.mix, *cfg.task.retention_tasks}), f"pretrain.task_knobs.{name}",
                "task of pretrain.mix or task.retention_tasks")
@@ -50,7 +50,12 @@ def validate(cfg: RunConfig) -> None:
                 and not looks_like_hf_name(where):
             raise ConfigError(f"model.{key}: {where} does not exist; pass a checkpoint or model directory, or a "
                               "hub name like Qwen/Qwen2.5-0.5B-Instruct")
-    task = get_task(cfg)  # the task's own checks (data files, knob values)
+    try:
+        task = get_task(cfg)  # the task's own checks (data files, knob values), and that it is a task
+    except UserError as e:
+        if not is_task_ref(cfg.task.name) or isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"task.name: {e}") from None
     if cfg.reward.funcs:
         sample = task.problems("train", 1) if not cfg.task.test_time else task.problems("heldout", 1)
         try:
@@ -62,6 +67,18 @@ def validate(cfg: RunConfig) -> None:
         warn(f"algo.npr_threshold={cfg.algo.npr_threshold} retires prompts by their ground-truth pass rate, so "
              f"this reward.kind={cfg.reward.kind} run still uses labels; set algo.npr_threshold=0 for "
              "label-free (unsupervised) RLVR")
+
+
+def _task(name, key: str) -> None:
+    """ConfigError naming ``key`` unless ``name`` is a registered task or a loadable task reference
+    (``path/to/task.py:ClassName`` | ``package.module:ClassName``)."""
+    if not is_task_ref(name):
+        _known(name, sorted(TASKS), key, "task")
+        return
+    try:
+        resolve(name)
+    except UserError as e:
+        raise ConfigError(f"{key}: {e}") from None
 
 
 def _known(name, options: list[str], key: str, what: str) -> None:

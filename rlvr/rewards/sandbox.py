@@ -97,6 +97,37 @@ class SandboxResult:
 _BOOT = r'''
 import fcntl, json, os, resource, sys
 cfg = json.loads(sys.argv[1])
+if cfg.get("root"):  # unshare as root: build the new root here (mount(2) calls, no shell), then chroot
+    import ctypes
+    _libc = ctypes.CDLL(None, use_errno=True)
+    def _mount(src, tgt, fstype, flags, data=None):
+        if _libc.mount(src and src.encode(), tgt.encode(), fstype and fstype.encode(), flags,
+                       data and data.encode()) != 0:
+            raise OSError(ctypes.get_errno(), f"mount {tgt}: {os.strerror(ctypes.get_errno())}")
+    _BIND, _REMOUNT, _RDONLY, _NOSUID, _NODEV = 4096, 32, 1, 2, 4
+    _r, _spec = cfg["root"], cfg["root_spec"]
+    _mount("rlvr-root", _r, "tmpfs", 0, f"size={_spec['disk_mb']}m,mode=755")
+    for _d in _spec["dirs"]:
+        os.makedirs(_r + _d, exist_ok=True)
+        _mount(_d, _r + _d, None, _BIND)
+        _mount(None, _r + _d, None, _BIND | _REMOUNT | _RDONLY)
+    for _target, _top in _spec["links"]:
+        os.symlink(_target, _r + _top)
+    for _d in ("/sandbox", "/tmp", "/proc", "/dev"):
+        os.makedirs(_r + _d, exist_ok=True)
+    os.chmod(_r + "/tmp", 0o1777)
+    _uid = _spec["uid"]
+    _mount("rlvr-work", _r + "/sandbox", "tmpfs", 0, f"size={_spec['disk_mb']}m,mode=700,uid={_uid},gid={_uid}")
+    open(_r + "/sandbox/main.py", "w").close()
+    _mount(_spec["main"], _r + "/sandbox/main.py", None, _BIND)
+    _mount(None, _r + "/sandbox/main.py", None, _BIND | _REMOUNT | _RDONLY)
+    _mount("proc", _r + "/proc", "proc", _NOSUID | _NODEV)
+    os.symlink("/proc/self/fd", _r + "/dev/fd")
+    for _dev in ("null", "zero", "urandom", "random"):
+        open(_r + "/dev/" + _dev, "w").close()
+        _mount("/dev/" + _dev, _r + "/dev/" + _dev, None, _BIND)
+    os.chroot(_r)
+    del _libc, _mount
 os.chdir(cfg["dir"])
 st_fd, fd_map = cfg["status_fd"], cfg["fds"]
 status_fd = fcntl.fcntl(st_fd, fcntl.F_DUPFD, 20)
@@ -232,8 +263,12 @@ def _unshare_cmd(base: str, python: str, disk_mb: int, uid: int) -> list[str]:
         f"{q(setpriv)} --bounding-set=-all --inh-caps=-all --no-new-privs -- ")
     lines.append(f"exec {q(chroot)} \"$R\" {caps}\"$@\"")
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-    return [_tool("unshare") or "unshare", *user, "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
-            "--kill-child", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh"]
+    return [_tool("unshare") or "unshare", *user, *_UNSHARE_FLAGS, "sh", "-c", "\n".join(lines), "sh"]
+
+
+# New mount, network, pid, ipc and uts namespaces; the child is pid 1 of the new pid namespace and
+# dies with unshare; mounts do not propagate back to the host.
+_UNSHARE_FLAGS = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--propagation", "private")
 
 
 def _bwrap_cmd(base: str, python: str, disk_mb: int, uid: int) -> list[str]:
@@ -389,6 +424,7 @@ def _command(base: str, isolation: str, limits: dict[str, Any], status_fd: int, 
     """argv, environment and the uid the program will run as (0: no drop) for ``base``/main.py."""
     python, root_user = _interpreter(), os.geteuid() == 0
     disk_mb, cpu = 4 * limits["max_file_mb"], math.ceil(limits["cpu_s"])
+    setup: dict[str, Any] = {}
     uid = UID_BASE + secrets.randbelow(1 << 24) if root_user else 0
     if isolation == "none":  # the interpreter must stay readable after the drop
         inner = os.path.join(base, "work")
@@ -398,12 +434,18 @@ def _command(base: str, isolation: str, limits: dict[str, Any], status_fd: int, 
     else:
         inner, drop = _INNER_DIR, uid
         os.mkdir(os.path.join(base, "root"), 0o755)
-        wrap = (_bwrap_cmd if isolation == "bwrap" else _unshare_cmd)(base, python, disk_mb, uid)
+        if isolation == "unshare" and root_user:  # the new root is built by the bootstrap itself
+            wrap = [_tool("unshare") or "unshare", *_UNSHARE_FLAGS]
+            dirs, links = _system_binds(python)
+            setup = {"root": os.path.join(base, "root"), "root_spec": {
+                "disk_mb": disk_mb, "dirs": dirs, "links": links, "uid": uid, "main": os.path.join(base, "main.py")}}
+        else:
+            wrap = (_bwrap_cmd if isolation == "bwrap" else _unshare_cmd)(base, python, disk_mb, uid)
     rlimits = {"RLIMIT_AS": [limits["memory_mb"] << 20] * 2, "RLIMIT_CPU": [cpu, cpu + 1],
                "RLIMIT_NPROC": [limits["max_procs"]] * 2, "RLIMIT_FSIZE": [limits["max_file_mb"] << 20] * 2,
                "RLIMIT_CORE": [0, 0], "RLIMIT_NOFILE": [256, 256]}
     # "run" is unused by the child; it lets ps (and the tests) tell runs apart
-    cfg = {"run": base, "dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none",
+    cfg = {**setup, "run": base, "dir": inner, "limits": rlimits, "drop": drop, "guard": isolation == "none",
            "status_fd": status_fd, "fds": {str(t): src for t, src in fds.items()},
            "readable": [*_READABLE, sys.base_prefix, sys.base_exec_prefix]}
     child = [python, "-I", "-S", "-X", "utf8", "-X", "faulthandler", "-c", _BOOT, json.dumps(cfg)]

@@ -121,7 +121,23 @@ def table(cells: list[dict]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def page(cells: list[dict], out: Path, command: str) -> str:
+def explorations(dirs: list[Path]) -> str:
+    """A table of short runs used to choose the learning rate: held-out pass rate at each periodic eval."""
+    import yaml
+
+    rows = []
+    for d in dirs:
+        cfg = yaml.safe_load((d / "config.yaml").read_text())
+        evals = [(m["step"], m["heldout_pass_rate"]) for m in
+                 (json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip())
+                 if "heldout_pass_rate" in m]
+        curve = ", ".join(f"{v:.3f} (step {st})" for st, v in evals)
+        rows.append(f"| {cfg['optim']['lr']:g} | {cfg['train']['seed']} | {cfg['train']['steps']} | {curve} |")
+    return ("| lr | RL seed | steps planned | held-out pass rate (200 problems x 2 samples) |\n|---|---|---|---|\n"
+            + "\n".join(rows) + "\n")
+
+
+def page(cells: list[dict], out: Path, command: str, explore: list[Path] = ()) -> str:
     """The results page: provenance, the table, the target check computed from the table."""
     from rlvr.machine import machine_line
     from rlvr.rewards.sandbox import resolve_isolation
@@ -154,7 +170,10 @@ def page(cells: list[dict], out: Path, command: str) -> str:
         table(cells),
         f"Target (issue: +10 points of held-out pass@1 within 15 minutes of `rlvr train` on 2 cores): smallest "
         f"paired gain {worst:+.3f} (lowest interval end {worst_lo:+.3f}), longest training {longest:.1f} min: "
-        f"**{'met' if met else 'not met'}**.", ""])
+        f"**{'met' if met else 'not met'}**.", "",
+        *(["## How the learning rate was chosen", "",
+           "Short runs on the seed-0 base before the table above (a killed run is cut where it stopped):", "",
+           explorations(list(explore))] if explore else [])])
 
 
 def main() -> None:
@@ -166,6 +185,7 @@ def main() -> None:
     ap.add_argument("--problems", type=int, default=200, help="held-out problems in the evaluations")
     ap.add_argument("--steps", type=int, default=0, help="override train.steps (0: the config's)")
     ap.add_argument("--page", default="", help="also write the results page here (e.g. docs/code_results.md)")
+    ap.add_argument("--explore", default="", help="comma-separated run dirs of learning-rate explorations to tabulate")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -180,9 +200,11 @@ def main() -> None:
     print(md)
     if args.page:
         argv = sys.argv[1:]
-        keep = [a for i, a in enumerate(argv) if not a.startswith("--page") and (i == 0 or argv[i - 1] != "--page")]
+        keep = [a for i, a in enumerate(argv) if not a.startswith(("--page", "--explore"))
+                and (i == 0 or argv[i - 1] not in ("--page", "--explore"))]
         cmd = "python benchmarks/code_rl.py " + " ".join(keep)
-        Path(args.page).write_text(page(cells, out, cmd))
+        explore = [Path(x) for x in args.explore.split(",") if x]
+        Path(args.page).write_text(page(cells, out, cmd, explore))
     worst = min(c["delta_pass1"][0] for c in cells)
     print(f"smallest paired pass@1 gain: {worst:+.3f} (target +0.100); "
           f"longest training: {max(c['train_wall_s'] for c in cells) / 60:.1f} min (budget 15)")

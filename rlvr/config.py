@@ -475,7 +475,7 @@ class RewardConfig:
     vote_threshold: float = 0.0
     """majority_vote (TTRL's voting threshold): a group whose majority answer has less than this
     share of its parsable answers gets all-zero rewards. 0 = always reward the majority."""
-    funcs: tuple = ()
+    funcs: tuple[str | dict, ...] = ()
     """For kind=funcs: TRL-signature reward functions ``fn(prompts, completions, **columns)``, each a
     registry name (math, numeric, exact, format, code), ``path/to/file.py:name`` or ``module:name``,
     as a string (weight 1) or ``{name: ..., weight: ...}``; the reward is their weighted sum, a

@@ -28,7 +28,7 @@ from rlvr.train.checkpoint import latest_good_checkpoint, list_checkpoints, veri
 from rlvr.train.loop import build_policy, build_state, train
 
 ROOT = Path(__file__).resolve().parents[2]
-VOLATILE = {"wall_s", "gen_s", "train_s"}
+VOLATILE = {"wall_s", "gen_s", "train_s", "score_s", "scored_per_s"}
 SMALL = ["algo.prompts_per_step=4", "algo.group_size=4", "sampling.max_new_tokens=24",
          "sampling.interruption_budget=16", "train.eval_problems=8", "algo.overlong_cache=12"]
 

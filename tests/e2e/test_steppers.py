@@ -21,8 +21,8 @@ from rlvr.train.state import build_policy, build_state
 from rlvr.train.step import LOCAL, SyncSource, rl_step
 
 STEPS = 4
-WALL = {"wall_s", "gen_s", "train_s", "gen_busy_s", "gen_idle_s", "trainer_busy_s", "trainer_idle_s",
-        "samples_per_s", "tokens_per_s"}
+WALL = {"wall_s", "gen_s", "train_s", "score_s", "scored_per_s", "gen_busy_s", "gen_idle_s", "trainer_busy_s",
+        "trainer_idle_s", "samples_per_s", "tokens_per_s"}
 # keys only one way of feeding has: the async pipeline's queue, data parallel's world size
 OWN = {"lag_hist", "queue_depth", "worker_restarts", "world_size"}
 

@@ -12,7 +12,7 @@ from rlvr.log import read_metrics
 from rlvr.train.checkpoint import latest_good_checkpoint
 from rlvr.train.loop import train
 
-VOLATILE = {"wall_s", "gen_s", "train_s"}
+VOLATILE = {"wall_s", "gen_s", "train_s", "score_s", "scored_per_s"}
 
 
 def _cfg(tiny_overrides, *extra):

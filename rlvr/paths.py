@@ -4,7 +4,8 @@
   (pretrained tiny bases, tiny HF models built for tests).
 - :func:`atomic_write`: a file written to a temporary sibling, fsynced, then renamed over the target.
 - :func:`replace_dir`: a directory built in a temporary sibling renamed over the target.
-- :func:`read_jsonl`: the objects of a JSON-lines file, a bad line a one-line UserError naming it.
+- :func:`read_jsonl` / :func:`iter_jsonl`: the objects of a JSON-lines file, a bad line a one-line
+  UserError naming it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from rlvr.errors import UserError
@@ -74,10 +76,9 @@ def replace_dir(tmp: Path, final: Path) -> Path:
     return final
 
 
-def read_jsonl(path: str | Path, text: str | None = None) -> list[dict]:
-    """The JSON objects of the lines of ``path`` (or of ``text``, named ``path`` in errors); blank
-    lines are skipped; a line that is not a JSON object raises UserError naming ``path:line``."""
-    rows = []
+def iter_jsonl(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of ``path`` (or of ``text``, named ``path`` in
+    errors); a line that is not a JSON object raises UserError naming ``path:line``."""
     lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -85,8 +86,12 @@ def read_jsonl(path: str | Path, text: str | None = None) -> list[dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{i}: not valid JSON ({e.msg}); fix or delete that line") from None
+            raise UserError(f"{path}:{i} is not valid JSON ({e.msg}); fix or delete that line") from None
         if not isinstance(row, dict):
-            raise UserError(f"{path}:{i}: expected a JSON object per line; write one object per line")
-        rows.append(row)
-    return rows
+            raise UserError(f"{path}:{i} is not a JSON object; write one object per line")
+        yield i, row
+
+
+def read_jsonl(path: str | Path, text: str | None = None) -> list[dict]:
+    """The JSON objects of the lines of ``path`` (or of ``text``): :func:`iter_jsonl` without line numbers."""
+    return [row for _, row in iter_jsonl(path, text)]

@@ -43,9 +43,7 @@ def _metrics_file(path: Path) -> Path:
     return path
 
 
-def _check_row(row: object, where: str) -> dict:
-    if not isinstance(row, dict):
-        raise UserError(f"{where} is not a JSON object; write one object per line")
+def _check_row(row: dict, where: str) -> dict:
     step = row.get("step")
     if not isinstance(step, int) or isinstance(step, bool):
         raise UserError(f"{where} has step={step!r}; every row needs an integer 'step'")
@@ -60,17 +58,10 @@ def load_rows(path: Path) -> list[dict]:
     """The rows of one run (a run dir's metrics.jsonl or a plain JSONL file), validated; old flat
     and namespaced metric names both read (:func:`rlvr.metric_names.flat`)."""
     from rlvr.metric_names import flat
+    from rlvr.paths import iter_jsonl
 
     f = _metrics_file(path)
-    rows = []
-    for i, line in enumerate(f.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{f}:{i} is not valid JSON ({e.msg}); write one JSON object per line") from None
-        rows.append(_check_row(flat(row) if isinstance(row, dict) else row, f"{f}:{i}"))
+    rows = [_check_row(flat(row), f"{f}:{i}") for i, row in iter_jsonl(f)]
     if not rows:
         raise UserError(f"{f} is empty; it needs one row per training step")
     if not any(isinstance(r.get("reward_accuracy"), int | float) and math.isfinite(r["reward_accuracy"])

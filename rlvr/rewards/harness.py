@@ -33,7 +33,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -42,7 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from rlvr.rewards import plaindata
-from rlvr.rewards.sandbox import SandboxResult, _interpreter, check_limits, resolve_isolation, run_program
+from rlvr.rewards.sandbox import SandboxResult, _interpreter, _killpg, check_limits, resolve_isolation, run_program
 
 MAX_LINE = 1 << 20  # longest message (bytes) the runner reads from the server
 REQ_FD, RSP_FD = 4, 3  # the server's ends: requests in, answers out
@@ -188,11 +187,9 @@ def _runner_env(cwd: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "LANG": "C.UTF-8"}
 
 
-def _killpg(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGKILL the runner's process group (:func:`rlvr.rewards.sandbox._killpg`) and reap it."""
+    _killpg(proc.pid)
     proc.wait()
 
 
@@ -263,12 +260,12 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
         try:
             raw = runner.communicate(timeout=left)[0]
         except subprocess.TimeoutExpired:
-            _killpg(runner)
+            _stop(runner)
             raw = b""
         report = _parse_report(raw)
     except BaseException:
         if runner is not None:
-            _killpg(runner)
+            _stop(runner)
         raise
     finally:
         for fd in (req_r, rsp_w):

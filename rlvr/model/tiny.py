@@ -49,8 +49,9 @@ class KVCache:
 
     def __init__(self, n_layer, batch, n_head, t_max, head_dim, dtype, device):
         shape = (n_layer, batch, n_head, t_max, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        # uninitialised: a position is written (prefill or decode) before any attention reads it
+        self.k = torch.empty(shape, dtype=dtype, device=device)
+        self.v = torch.empty(shape, dtype=dtype, device=device)
         self.key_mask = torch.zeros((batch, t_max), dtype=torch.bool, device=device)
         self.length = 0
 
@@ -58,6 +59,41 @@ class KVCache:
         """Keep only ``rows`` (a (B',) index) of the batch, e.g. to drop finished samples."""
         self.k, self.v = self.k[:, rows], self.v[:, rows]
         self.key_mask = self.key_mask[rows]
+
+
+class SharedPrefixCache:
+    """KV cache of rows that sample the same prompts: each prompt's keys/values once, the completions'
+    per row. Prompt part: ``pk``/``pv`` (L, G, H, Tp, Dh) and ``pbias`` (G, 1, Tp) (0 on real prompt
+    tokens, -inf on left padding), ``plen`` (G,) real prompt tokens; completion part: ``k``/``v``
+    (L, N, H, Tc, Dh) with ``length`` positions filled (every one real: finished rows leave the
+    batch). Row i samples prompt ``group[i]``; rows stay ordered by prompt (``select`` keeps order),
+    so the rows of one prompt are the contiguous ``spans`` (g, start, end)."""
+
+    shared = True
+
+    def __init__(self, prefix: KVCache, prompt_mask: torch.Tensor, repeats: torch.Tensor, t_new: int):
+        L, G, H, Tp, Dh = prefix.k.shape
+        self.pk, self.pv = prefix.k[:, :, :, :Tp], prefix.v[:, :, :, :Tp]
+        self.pbias = torch.zeros(prompt_mask.shape, device=prompt_mask.device).masked_fill_(
+            ~prompt_mask, float("-inf"))[:, None]
+        self.plen = prompt_mask.sum(-1)
+        self.group = torch.arange(G, device=prompt_mask.device).repeat_interleave(repeats)
+        N = self.group.numel()
+        self.k = torch.empty((L, N, H, t_new, Dh), dtype=prefix.k.dtype, device=prefix.k.device)  # written before read
+        self.v = torch.empty_like(self.k)
+        self.length = 0
+        self._spans()
+
+    def _spans(self) -> None:
+        g, n = torch.unique_consecutive(self.group, return_counts=True)
+        ends = n.cumsum(0).tolist()
+        self.spans = [(gi, e - ni, e) for gi, ni, e in zip(g.tolist(), n.tolist(), ends)]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only ``rows`` (an increasing (N',) index) of the batch, e.g. to drop finished samples."""
+        self.k, self.v = self.k[:, rows], self.v[:, rows]
+        self.group = self.group[rows]
+        self._spans()
 
 
 class Attention(nn.Module):
@@ -96,6 +132,33 @@ class Attention(nn.Module):
         v = cache.v[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
         att = torch.baddbmm(bias, qk[:, 0].reshape(N * H, 1, Dh), k.transpose(1, 2), alpha=Dh**-0.5)
         return self.proj(torch.bmm(att.softmax(-1), v).view(N, 1, H * Dh))
+
+
+    def decode_shared(self, x, cos, sin, cache: SharedPrefixCache, layer: int):
+        """``decode`` against a :class:`SharedPrefixCache`: x (N, 1, D) -> (N, 1, D). The scores
+        against a prompt's keys are one matrix product for all rows sampling that prompt (per head:
+        (rows, Dh) @ (Dh, Tp)) instead of one vector product per row; the completion part is as in
+        ``decode``. One softmax over both parts, so the result equals ``decode`` on the expanded cache."""
+        N, H, Dh = x.shape[0], self.n_head, self.head_dim
+        qkv = self.qkv(x).view(N, 3, H, Dh)
+        qk = apply_rope(qkv[:, :2], cos, sin)  # (N, 2, H, Dh)
+        s = cache.length
+        cache.k[layer, :, :, s] = qk[:, 1]
+        cache.v[layer, :, :, s] = qkv[:, 2]
+        q = qk[:, 0] * Dh**-0.5  # (N, H, Dh)
+        qt = q.transpose(0, 1)  # (H, N, Dh)
+        pk, pv, Tp = cache.pk[layer], cache.pv[layer], cache.pk.shape[3]  # (G, H, Tp, Dh)
+        parts = [torch.baddbmm(cache.pbias[g], qt[:, a:b], pk[g].transpose(1, 2)) for g, a, b in cache.spans]
+        sp = parts[0] if len(parts) == 1 else torch.cat(parts, 1)  # (H, N, Tp)
+        k = cache.k[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
+        v = cache.v[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
+        sc = torch.bmm(q.reshape(N * H, 1, Dh), k.transpose(1, 2)).view(N, H, s + 1)
+        att = torch.cat((sp.transpose(0, 1), sc), -1).softmax(-1)  # (N, H, Tp + s + 1)
+        ap = att[..., :Tp].transpose(0, 1)  # (H, N, Tp)
+        y = torch.bmm(att[..., Tp:].reshape(N * H, 1, s + 1), v).view(N, H, Dh)
+        yp = [torch.bmm(ap[:, a:b], pv[g]) for g, a, b in cache.spans]  # (H, rows, Dh) each
+        y = y + (yp[0] if len(yp) == 1 else torch.cat(yp, 1)).transpose(0, 1)
+        return self.proj(y.reshape(N, 1, H * Dh))
 
 
 class MLP(nn.Module):
@@ -239,6 +302,29 @@ class TinyGPT(nn.Module):
                 x = x + b.mlp(b.norm2(x))
         cache.length += 1
         return self.logits(self.norm(x))[:, 0]
+
+    def decode_shared(self, tok: torch.Tensor, cache: SharedPrefixCache) -> torch.Tensor:
+        """``decode_step`` for a :class:`SharedPrefixCache`: tok (N,) -> next-token logits (N, V)."""
+        pos = cache.plen[cache.group] + cache.length  # real tokens before this one
+        cos, sin = self.rope_cos[pos][:, None, None], self.rope_sin[pos][:, None, None]
+        x = self.embed(tok)[:, None]
+        with self._autocast():
+            for i, b in enumerate(self.blocks):
+                x = x + b.attn.decode_shared(b.norm1(x), cos, sin, cache, i)
+                x = x + b.mlp(b.norm2(x))
+        cache.length += 1
+        return self.logits(self.norm(x))[:, 0]
+
+    def prefill_shared(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, repeats: torch.Tensor,
+                       t_new: int) -> tuple[SharedPrefixCache, torch.Tensor]:
+        """Prefill G prompts (G, Tp) once for ``repeats`` (G,) samples each -> (the cache of the
+        repeats.sum() rows, their next-token logits (N, V)); decode with :meth:`decode_shared`."""
+        G, Tp = prompt_ids.shape
+        prefix = self.new_cache(G, Tp)
+        prefix.key_mask[:] = prompt_mask
+        logits = self.logits(self.hidden(prompt_ids, prompt_mask, prefix)[:, -1:])[:, -1]
+        cache = SharedPrefixCache(prefix, prompt_mask, repeats, t_new)
+        return cache, logits[cache.group]
 
     def new_cache(self, batch: int, t_max: int) -> KVCache:
         c = self.cfg

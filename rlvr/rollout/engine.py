@@ -10,7 +10,7 @@ import torch
 
 from rlvr.config import SamplingConfig
 from rlvr.model.io import model_device
-from rlvr.rollout.sample import SampleParams, generate
+from rlvr.rollout.sample import SampleParams, generate, runs_of
 from rlvr.types import RolloutBatch
 
 
@@ -39,19 +39,25 @@ def encode_prompts(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]
 
 def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int = 0,
            generator: torch.Generator | None = None, batch_size: int = 512, weight_sync=None,
-           sync_every: int = 8) -> RolloutBatch:
+           sync_every: int = 8, share_prefix: bool = True) -> RolloutBatch:
     """One completion per prompt (repeat prompts for G samples), on the model's device; texts decoded.
-    Large inputs are split into chunks of ``batch_size`` rows and concatenated. ``weight_sync`` and
-    ``sync_every``: the in-flight weight update hook of :func:`rlvr.rollout.sample.generate`."""
+    Large inputs are split into chunks of ``batch_size`` rows and concatenated. Within a chunk, runs
+    of the same prompt are prefilled once (``share_prefix``; the samples are the same as without it,
+    see :func:`rlvr.rollout.sample.generate`). ``weight_sync`` and ``sync_every``: the in-flight
+    weight update hook of :func:`rlvr.rollout.sample.generate`."""
     was_training = model.training
     model.eval()
     try:
         parts = []
         device = model_device(model)
         for i in range(0, len(prompts), batch_size):
-            ids, mask = encode_prompts(tok, prompts[i : i + batch_size])
+            chunk = prompts[i : i + batch_size]
+            firsts, counts = runs_of(chunk) if share_prefix else (chunk, [])
+            repeats = torch.tensor(counts) if len(firsts) < len(chunk) else None
+            ids, mask = encode_prompts(tok, firsts if repeats is not None else chunk)
             rb = generate(model, ids.to(device), mask.to(device), params, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                          version=version, generator=generator, weight_sync=weight_sync, sync_every=sync_every)
+                          version=version, generator=generator, weight_sync=weight_sync, sync_every=sync_every,
+                          repeats=repeats)
             rb.texts = [tok.decode(row[m]) for row, m in zip(rb.completion_ids.cpu(), rb.completion_mask.cpu())]
             parts.append(rb)
     finally:

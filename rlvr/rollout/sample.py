@@ -23,6 +23,11 @@ import torch
 
 from rlvr.types import RolloutBatch
 
+COMPACT_FRACTION = 8
+"""Finished rows stay in the batch (computed, ignored) until they are 1/COMPACT_FRACTION of it: then
+one compaction drops them all. Compacting at every finish copied the whole KV cache once per step
+in which any row finished, which cost more than the rows it saved."""
+
 
 @dataclass(frozen=True)
 class SampleParams:
@@ -76,6 +81,39 @@ def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | No
     return tok, logp_all.gather(-1, tok[:, None]).squeeze(-1), entropy, sc, logp_all
 
 
+def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, repeats: torch.Tensor | None, t_new: int):
+    """Run the prompts (G, Tp) once -> (cache, next-token logits (N, V)) for N = repeats.sum() rows
+    (row order: prompt 0 ``repeats[0]`` times, then prompt 1, ...; N = G without ``repeats``).
+
+    With ``repeats``, a model with ``prefill_shared`` keeps each prompt's keys once (a shared-prefix
+    cache, decoded by its ``decode_shared``); any other model's cache rows are copied per sample
+    after the one prefill."""
+    G, Tp = prompt_ids.shape
+    if repeats is not None and hasattr(model, "prefill_shared"):
+        return model.prefill_shared(prompt_ids, prompt_mask, repeats, t_new)
+    cache = model.new_cache(G, Tp + t_new)
+    cache.key_mask[:, :Tp] = prompt_mask
+    logits = model.logits(model.hidden(prompt_ids, cache.key_mask[:, :Tp], cache)[:, -1:])[:, -1]  # last only
+    if repeats is not None:
+        rows = torch.arange(G, device=prompt_ids.device).repeat_interleave(repeats)
+        cache.select(rows)
+        logits = logits[rows]
+    return cache, logits
+
+
+def runs_of(items: list) -> tuple[list, list[int]]:
+    """Consecutive equal items -> (one item per run, run lengths): [a, a, b, a] -> ([a, b, a], [2, 1, 1])."""
+    firsts: list = []
+    counts: list[int] = []
+    for x in items:
+        if firsts and firsts[-1] == x:
+            counts[-1] += 1
+        else:
+            firsts.append(x)
+            counts.append(1)
+    return firsts, counts
+
+
 def generate(
     model,
     prompt_ids: torch.Tensor,
@@ -88,8 +126,12 @@ def generate(
     generator: torch.Generator | None = None,
     weight_sync: Callable[[], int | None] | None = None,
     sync_every: int = 8,
+    repeats: torch.Tensor | None = None,
 ) -> RolloutBatch:
-    """Sample one completion per row of ``prompt_ids`` (B, Tp) (left-padded).
+    """Sample one completion per row of ``prompt_ids`` (B, Tp) (left-padded), or with ``repeats``
+    (B,) long, ``repeats[i]`` completions of prompt i (rows in that order: prefix sharing, each
+    prompt prefilled once, see :func:`prefill`). Both give the same samples from the same
+    generator as the prompts repeated row by row, up to float rounding in the attention sums.
 
     All live rows advance in lockstep, so completion position t is always written at decoding step
     t: per-step state lives in buffers of the live rows (cache order), written with plain slices,
@@ -99,15 +141,18 @@ def generate(
     sequences continue with the KV cache they have, later tokens carry the new version.
     """
     with torch.inference_mode():  # cheaper dispatch; results are cloned out of inference mode below
-        B, Tp = prompt_ids.shape
+        if repeats is not None:
+            repeats = repeats.to(prompt_ids.device)
         p, dev = params, prompt_ids.device
         forced = torch.tensor(p.interruption_ids, dtype=torch.long, device=dev)
         n_forced = len(p.interruption_ids)
         t_total = p.max_new_tokens + (n_forced + p.interruption_extra if p.interruption_budget else 0)
         stops = [(torch.tensor(s, dtype=torch.long, device=dev), len(s)) for s in p.stop_ids if len(s)]
         marker = torch.tensor(p.marker_ids, dtype=torch.long, device=dev)
-        cache = model.new_cache(B, Tp + t_total)
-        decode_step = getattr(model, "decode_step", None)  # a model's own one-token step, if it has one
+        cache, logits = prefill(model, prompt_ids, prompt_mask, repeats, t_total)
+        shared = getattr(cache, "shared", False)  # a shared-prefix cache: the model's decode_shared step
+        decode_step = model.decode_shared if shared else getattr(model, "decode_step", None)
+        B = int(repeats.sum()) if repeats is not None else prompt_ids.shape[0]  # output rows
 
         # outputs by original row, filled when a row finishes
         out_ids = torch.full((B, t_total), pad_id, dtype=torch.long, device=dev)
@@ -126,9 +171,8 @@ def generate(
         interrupted = torch.zeros(B, dtype=torch.bool, device=dev)
         saw_marker = torch.zeros(B, dtype=torch.bool, device=dev)
         forcing = False  # some live row is being forced (skips the checks otherwise)
+        done = torch.zeros(B, dtype=torch.bool, device=dev)  # finished rows still in the batch (copied out)
 
-        cache.key_mask[:, :Tp] = prompt_mask
-        logits = model.logits(model.hidden(prompt_ids, cache.key_mask[:, :Tp], cache)[:, -1:])[:, -1]  # last only
         for step in range(t_total):
             tok, logp, ent, sc, logp_all = sample_next(logits, p, generator)
             if forcing:  # forced interruption tokens replace the sample and are masked out of the loss
@@ -165,7 +209,7 @@ def generate(
                         force_pos = torch.where(start, torch.zeros_like(force_pos), force_pos)
                         limit = torch.where(start, torch.full_like(limit, n + n_forced + p.interruption_extra), limit)
                 forcing = bool((force_pos >= 0).any())
-            finished = eos | stop | (limit <= n)
+            finished = (eos | stop | (limit <= n)) & ~done  # rows finishing at this step
             if bool(finished.any()):
                 idx = finished.nonzero().squeeze(-1)
                 rows = live[idx]
@@ -173,20 +217,25 @@ def generate(
                 flags = zip(rows.tolist(), eos[idx].tolist(), stop[idx].tolist(), interrupted[idx].tolist())
                 for row, e, s, intr in flags:
                     reason[row] = "interrupted" if intr else "eos" if e else "stop" if s else "length"
-                keep = (~finished).nonzero().squeeze(-1)
-                if keep.numel() == 0:
+                done |= finished
+                n_done = int(done.sum())
+                if n_done == done.numel():
                     break
-                live, tok = live[keep], tok[keep]
-                w_ids, w_f, w_loss = w_ids[keep], w_f[keep], w_loss[keep]
-                limit, force_pos = limit[keep], force_pos[keep]
-                interrupted, saw_marker = interrupted[keep], saw_marker[keep]
-                cache.select(keep)
+                if n_done * COMPACT_FRACTION >= done.numel():  # drop the finished rows: batch and cache shrink
+                    keep = (~done).nonzero().squeeze(-1)
+                    done = done[keep]
+                    live, tok = live[keep], tok[keep]
+                    w_ids, w_f, w_loss = w_ids[keep], w_f[keep], w_loss[keep]
+                    limit, force_pos = limit[keep], force_pos[keep]
+                    interrupted, saw_marker = interrupted[keep], saw_marker[keep]
+                    cache.select(keep)
             if weight_sync is not None and n % sync_every == 0:
                 new = weight_sync()
                 if new is not None:
                     version = new
             s = cache.length
-            cache.key_mask[:, s] = True
+            if not shared:
+                cache.key_mask[:, s] = True
             if decode_step is not None:
                 logits = decode_step(tok, cache)
             else:
@@ -194,6 +243,8 @@ def generate(
 
         width = int(out_len.max()) if B else 0
     out_ids, out_f, out_loss, out_len = (t.clone() for t in (out_ids, out_f, out_loss, out_len))  # normal tensors
+    if repeats is not None:  # the output's prompt rows, one per sample
+        prompt_ids, prompt_mask = prompt_ids.repeat_interleave(repeats, 0), prompt_mask.repeat_interleave(repeats, 0)
     cmask = torch.arange(width, device=dev)[None, :] < out_len[:, None]
     f = out_f[:, :width] * cmask[..., None]
     return RolloutBatch(

@@ -316,3 +316,23 @@ def test_vllm_sample_call_shape_and_params(monkeypatch):
         FakeEngine().sampling_params(SampleParams(interruption_budget=4), _Tok(), 0)
     with pytest.raises(UserError, match="in-flight"):
         V.sample(FakeEngine(), _Tok(), ["a"], p, weight_sync=lambda: None)
+
+
+def test_prefix_sharing_on_hf_models_gives_the_same_samples(dirs):
+    """HF policies have no shared-prefix attention: the prompts are prefilled once and their cache rows
+    copied per sample. Same seed, same samples as the prompts repeated row by row."""
+    for arch in ("llama", "qwen2"):
+        m, tok = _load(dirs, arch)
+        counts = [3, 1, 4][: len(PROMPTS)]
+        prompts = PROMPTS[: len(counts)]
+        rows = [p for p, c in zip(prompts, counts) for _ in range(c)]
+        p = SampleParams(max_new_tokens=8, temperature=1.0)
+        ids, mask = tok.batch_encode_left(rows)
+        flat = generate(m, ids, mask, p, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                        generator=torch.Generator().manual_seed(2))
+        ids, mask = tok.batch_encode_left(prompts)
+        shared = generate(m, ids, mask, p, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                          generator=torch.Generator().manual_seed(2), repeats=torch.tensor(counts))
+        assert torch.equal(flat.completion_ids, shared.completion_ids), arch
+        cm = flat.completion_mask
+        assert (flat.behaviour_logp - shared.behaviour_logp)[cm].abs().max() < 1e-4, arch

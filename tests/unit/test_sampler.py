@@ -121,3 +121,83 @@ def test_inflight_weight_update_versions(model):
     rb = generate(m, ids, mask, SampleParams(max_new_tokens=20, temperature=0.0), eos_id=-1, pad_id=TOK.pad_id,
                   weight_sync=sync, sync_every=4)
     assert rb.versions[0, :4].tolist() == [0] * 4 and rb.versions[0, 4:20].eq(1).all()
+
+
+# --------------------------------------------------------------------------- prefix sharing
+def _shared_vs_repeated(model, tok, prompts, counts, params, seed=3):
+    """generate() on the prompts repeated row by row, and on each prompt once with ``repeats``."""
+    rows = [p for p, c in zip(prompts, counts) for _ in range(c)]
+    ids, mask = tok.batch_encode_left(rows)
+    flat = generate(model, ids, mask, params, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                    generator=torch.Generator().manual_seed(seed))
+    ids, mask = tok.batch_encode_left(prompts)
+    shared = generate(model, ids, mask, params, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                      generator=torch.Generator().manual_seed(seed), repeats=torch.tensor(counts))
+    return flat, shared
+
+
+def _assert_same_samples(flat, shared):
+    assert flat.completion_ids.shape[0] > 1
+    assert torch.equal(flat.completion_ids, shared.completion_ids)
+    assert torch.equal(flat.completion_mask, shared.completion_mask)
+    assert torch.equal(flat.loss_mask, shared.loss_mask)
+    assert flat.finish_reason == shared.finish_reason
+    m = flat.completion_mask
+    assert (flat.behaviour_logp - shared.behaviour_logp)[m].abs().max() < 1e-5
+    assert (flat.entropy - shared.entropy)[m].abs().max() < 1e-5
+    # the prompt rows come back one per sample, as if they had been repeated
+    assert torch.equal(shared.prompt_mask.sum(-1), flat.prompt_mask.sum(-1))
+
+
+@pytest.mark.parametrize("params", [
+    SampleParams(max_new_tokens=24, temperature=1.0),
+    SampleParams(max_new_tokens=20, temperature=0.8, top_p=0.9, top_k=20, stop_ids=((TOK.encode("\n")[0],),)),
+    SampleParams(max_new_tokens=12, temperature=1.0, interruption_budget=6, interruption_ids=tuple(TOK.encode("A:")),
+                 interruption_extra=4),
+], ids=["plain", "truncated-stop", "interruption"])
+def test_prefix_sharing_gives_the_same_samples(model, params):
+    """Same seed, same samples: each prompt prefilled once (its keys shared by its rows) or repeated
+    row by row. Uneven groups, left padding of different depths, rows finishing at different steps."""
+    flat, shared = _shared_vs_repeated(model, TOK, PROMPTS, [5, 1, 9, 3], params)
+    assert len(set(flat.lengths.tolist())) > 1  # rows finish at different steps (compaction runs)
+    _assert_same_samples(flat, shared)
+
+
+def test_prefix_sharing_many_samples_of_one_prompt(model):
+    flat, shared = _shared_vs_repeated(model, TOK, ["Q:3*4+5\n"], [64], SampleParams(max_new_tokens=30))
+    _assert_same_samples(flat, shared)
+
+
+def test_engine_shares_runs_of_the_same_prompt(model, monkeypatch):
+    """sample() prefills each run of equal prompts once, and gets what it gets without sharing."""
+    import rlvr.rollout.engine as engine
+
+    seen = []
+    real = engine.generate
+    monkeypatch.setattr(engine, "generate", lambda *a, **k: seen.append(k.get("repeats")) or real(*a, **k))
+    prompts = ["Q:1+2\n"] * 6 + ["R:ab\n"] * 6 + ["Q:1+2\n"] * 2
+    p = SampleParams(max_new_tokens=16)
+    a = engine.sample(model, TOK, prompts, p, generator=torch.Generator().manual_seed(0), batch_size=8)
+    b = engine.sample(model, TOK, prompts, p, generator=torch.Generator().manual_seed(0), batch_size=8,
+                      share_prefix=False)
+    assert [r.tolist() for r in seen[:2]] == [[6, 2], [4, 2]] and seen[2:] == [None, None]
+    assert a.texts == b.texts
+
+
+def test_finished_rows_wait_for_compaction_without_changing_results(model, monkeypatch):
+    """Rows that finish stay in the batch until they are 1/COMPACT_FRACTION of it; their later
+    tokens are ignored, so the outputs equal compacting at every finish."""
+    import rlvr.rollout.sample as sample_mod
+
+    params = SampleParams(max_new_tokens=24)
+    prompts = PROMPTS * 4
+    lazy = run(model, params, prompts, seed=5)
+    monkeypatch.setattr(sample_mod, "COMPACT_FRACTION", 10**9)  # compact at every finish
+    eager = run(model, params, prompts, seed=5)
+    # the draws differ (a finished row still takes a uniform), so compare what each row holds
+    for rb in (lazy, eager):
+        assert (rb.completion_mask.sum(-1) == rb.lengths).all()
+        assert all(r in ("eos", "length") for r in rb.finish_reason)
+        assert ((rb.completion_ids == TOK.eos_id) & rb.completion_mask).sum() == rb.finish_reason.count("eos")
+    _, logp = full_forward(model, lazy)
+    assert (logp - lazy.behaviour_logp)[lazy.completion_mask].abs().max() < 1e-5

@@ -45,7 +45,7 @@ def overrides(s: dict, run_dir: str) -> list[str]:
     return [
         "name=vs_trl", "task.name=bench_digits", "task.retention_tasks=[]", f"train.out_dir={run_dir}",
         "model.kind=hf", f"model.path={s['model_dir']}", "model.chat_template=false", "model.fp32_logits=true",
-        "model.dtype=float32",
+        f"model.dtype={s.get('precision', 'float32')}",  # vs_trl.py resolved auto for both sides
         "loss.name=grpo", "loss.aggregation=token_mean", "loss.std_norm=group", "loss.kl_coef=0.0",
         "loss.entropy_coef=0.0",
         f"algo.prompts_per_step={s['prompts_per_step']}", f"algo.group_size={s['group_size']}",

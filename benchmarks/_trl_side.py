@@ -22,7 +22,8 @@ def grpo_config(s: dict, out_dir: str):
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=out_dir, report_to="none", use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False,
+        output_dir=out_dir, report_to="none", use_cpu=True, bf16=s.get("precision") == "bfloat16", fp16=False,
+        gradient_checkpointing=False,
         per_device_train_batch_size=s["prompts_per_step"] * s["group_size"], gradient_accumulation_steps=1,
         num_generations=s["group_size"], num_iterations=1, max_completion_length=s["max_new_tokens"],
         temperature=s["temperature"], top_p=1.0, top_k=0, beta=0.0, loss_type="dapo", epsilon=0.2,

@@ -10,6 +10,12 @@ subprocess with the same thread count: rlvr in this environment (``rlvr.train.lo
 path of ``rlvr train``), TRL in its own virtual environment ``benchmarks/.venv-trl``, created on first
 use with this environment's torch wheel (never another torch) and TRL 1.16.
 
+Precision by machine (``--precision auto``, the default): each side computes in its best precision
+here. rlvr's ``model.dtype=auto`` measures bf16 autocast against float32 at the model's shapes once
+per machine (``rlvr.model.precision``); TRL gets ``bf16=True`` exactly where that measurement chose
+bfloat16 (its CPU autocast is the same op set), else float32. Where bf16 is slow (an AVX2 CPU
+without native bf16) both sides run float32. The report says which, and why.
+
 Also measures rlvr's sampler against HF ``generate`` on the same HF model and batch (64 prompts,
 64 new tokens, temperature 1, EOS off on both sides), in this process.
 
@@ -121,6 +127,14 @@ def check_same_prompt_tokens(model_dir: Path, texts: list[str]) -> None:
     for t in texts[:32]:
         if ours.prompt_ids(t) != tok(tok.bos_token + t)["input_ids"]:
             raise SystemExit(f"prompt {t!r} tokenises differently on the two sides")
+
+
+def side_precision(model_dir: Path, requested: str):
+    """The precision both sides use: rlvr's resolution of ``requested`` for this model on this CPU
+    (auto: measured once per machine and cached). -> :class:`rlvr.model.precision.Precision`."""
+    from rlvr.model.precision import dir_spec, resolve_dtype
+
+    return resolve_dtype(requested, "cpu", lambda: dir_spec(model_dir))
 
 
 def run_side(cmd: list[str], settings: Path, out: Path, log: Path, threads: int) -> dict:
@@ -235,6 +249,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gen-repeats", type=int, default=3)
+    ap.add_argument("--precision", default="auto", choices=["auto", "float32", "bfloat16"],
+                    help="both sides' compute precision (default auto: each side's best on this machine)")
     ap.add_argument("--out", default=str(Path(os.environ.get("RLVR_CACHE", Path.home() / ".cache" / "rlvr"))
                                          / "bench-vs-trl"))
     ap.add_argument("--trl-venv", default=str(HERE / ".venv-trl"))
@@ -256,7 +272,10 @@ def main() -> None:
     results: dict = {}
     for name in names:
         check_same_prompt_tokens(dirs[name], texts)
-        s = {"model_dir": str(dirs[name]), "prompts": texts, "prompts_per_step": a.prompts_per_step,
+        prec = side_precision(dirs[name], a.precision)
+        print(f"{name}: {prec.line()}; TRL bf16={prec.dtype == 'bfloat16'}", flush=True)
+        s = {"model_dir": str(dirs[name]), "prompts": texts, "precision": prec.dtype,
+             "prompts_per_step": a.prompts_per_step,
              "group_size": a.group_size, "max_new_tokens": a.max_new_tokens, "temperature": 1.0, "lr": a.lr,
              "beta1": 0.9, "beta2": 0.999, "weight_decay": 0.0, "grad_clip": 1.0, "steps": a.steps,
              "seed": a.seed, "threads": a.threads, "warmup": a.warmup}
@@ -265,7 +284,7 @@ def main() -> None:
         (d / "settings.json").write_text(json.dumps(s, indent=1))
         print(f"{name}: {a.steps} steps, {a.prompts_per_step} prompts x {a.group_size} completions of "
               f"<= {a.max_new_tokens} tokens, {a.threads} threads", flush=True)
-        r = {"steps": a.steps, "warmup": a.warmup}
+        r = {"steps": a.steps, "warmup": a.warmup, "precision": prec.dtype, "precision_reason": prec.reason}
         r["rlvr"] = run_side([sys.executable, str(HERE / "_rlvr_side.py")], d / "settings.json", d / "rlvr.json",
                              d / "rlvr.log", a.threads)
         r["trl"] = run_side([str(trl_py), str(HERE / "_trl_side.py")], d / "settings.json", d / "trl.json",
@@ -275,15 +294,21 @@ def main() -> None:
         results[name] = r
         report(name, r)
     write_curves(out, results)
+    from rlvr.machine import machine_info, machine_line
+
+    machine = machine_line(machine_info(None, torch.device("cpu")))
     summary = {m: {"speedup_vs_trl": r["trl"]["sec_per_step"] / r["rlvr"]["sec_per_step"],
                    "speedup_vs_trl_cpu": r["trl"]["sec_per_step_cpu"] / r["rlvr"]["sec_per_step_cpu"],
                    "gen_speedup_vs_hf": r["gen"]["speedup"], "rlvr": {k: r["rlvr"][k] for _, k in ROWS},
-                   "trl": {k: r["trl"][k] for _, k in ROWS}, "trl_version": r["trl"]["trl"]}
+                   "trl": {k: r["trl"][k] for _, k in ROWS}, "trl_version": r["trl"]["trl"],
+                   "precision": r["precision"], "precision_reason": r["precision_reason"], "machine": machine}
                for m, r in results.items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"\nreward curves and per-step data: {out}/reward_curves.{{json,csv,png}}, {out}/<model>/")
     first = summary[names[0]]
-    print(f"speedup_vs_trl={first['speedup_vs_trl']:.3f} gen_speedup_vs_hf={first['gen_speedup_vs_hf']:.3f}")
+    print(f"machine: {machine}")
+    print(f"speedup_vs_trl={first['speedup_vs_trl']:.3f} gen_speedup_vs_hf={first['gen_speedup_vs_hf']:.3f} "
+          f"precision={first['precision']}")
 
 
 if __name__ == "__main__":

@@ -143,7 +143,6 @@ def _machine(args: argparse.Namespace) -> dict[str, Any]:
 
 def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
     from rlvr.eval.generate import generate_samples, perplexity_under
-    from rlvr.eval.samples import write_samples
     from rlvr.eval.summary import compare, summarize
 
     out = Path(args.out)
@@ -156,13 +155,11 @@ def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str
         top_p=args.top_p,
         seed=args.seed,
     )
-    trained = generate_samples(args.checkpoint, **gen)
-    write_samples(out / "samples.jsonl", trained)
+    trained = generate_samples(args.checkpoint, **gen, out=out / "samples.jsonl")  # streamed, resumable
     if not args.base:
         result = summarize(trained, ks, seed=args.seed)
     else:
-        base = generate_samples(args.base, **gen)
-        write_samples(out / "base_samples.jsonl", base)
+        base = generate_samples(args.base, **gen, out=out / "base_samples.jsonl")
         ppl = {"trained": perplexity_under(args.base, trained), "base": perplexity_under(args.base, base)}
         result = compare(base, trained, ks, perplexity_under_base=ppl, seed=args.seed)
     result["machine"] = _machine(args)

@@ -7,6 +7,7 @@ Rows follow the ``samples.jsonl`` schema (see :mod:`rlvr.eval.samples`), with
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 
@@ -14,17 +15,25 @@ from rlvr.config import SamplingConfig
 from rlvr.model.io import load_policy, model_device
 from rlvr.model.logprobs import completion_logits, token_logprobs
 from rlvr.rewards.verify import verify_all
+from rlvr.rollout.budget import rows_for
 from rlvr.rollout.engine import sample, sample_params
 from rlvr.tasks.registry import get_task
 from rlvr.types import RolloutBatch
 
 
 def samples_for(model, tok, task, problems, n: int, sampling: SamplingConfig, seed: int,
-                batch_size: int = 512) -> list[dict]:
-    """n completions per problem -> samples.jsonl rows (verified)."""
+                batch_size: int | None = None) -> list[dict]:
+    """n completions per problem -> samples.jsonl rows (verified). ``batch_size``: rows sampled at
+    once (default: as many as memory allows, :func:`rlvr.rollout.budget.rows_for`); each problem's
+    prompt is prefilled once for its samples in a batch."""
     params = sample_params(sampling, tok)
     gen = torch.Generator().manual_seed(seed)
     rows_p = [p for p in problems for _ in range(n)]
+    if batch_size is None:
+        t_prompt = tok.batch_encode_left([p.prompt for p in problems])[0].shape[1] if problems else 0
+        t_new = params.max_new_tokens + (len(params.interruption_ids) + params.interruption_extra
+                                         if params.interruption_budget else 0)
+        batch_size = rows_for(model, t_prompt + t_new)
     rb = sample(model, tok, [p.prompt for p in rows_p], params, generator=gen, batch_size=batch_size)
     verdicts = verify_all(task, rb.texts, rows_p)
     return rows_from(rb, verdicts, rows_p, getattr(task, "name", ""))
@@ -91,12 +100,22 @@ def perplexity_of_rows(model, tok, rows: list[dict]) -> dict:
 
 
 def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problems: int,
-                     temperature: float, top_p: float, seed: int) -> list[dict]:
-    """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``."""
-    model, tok = load_policy(checkpoint, device="auto")
+                     temperature: float, top_p: float, seed: int, out: str | Path | None = None) -> list[dict]:
+    """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``.
+    With ``out`` (a samples.jsonl path) the samples stream to disk in chunks as they are made, a
+    killed call resumes where it stopped, and ``out`` is written at the end (see :mod:`rlvr.eval.stream`)."""
     t = get_task(task)
     problems = t.problems(split, num_problems)
-    return samples_for(model, tok, t, problems, n, SamplingConfig(temperature=temperature, top_p=top_p), seed)
+    sampling = SamplingConfig(temperature=temperature, top_p=top_p)
+    if out is None:
+        model, tok = load_policy(checkpoint, device="auto")
+        return samples_for(model, tok, t, problems, n, sampling, seed)
+    from rlvr.eval.stream import sample_to_file
+
+    key = {"checkpoint": str(Path(checkpoint).resolve()) if Path(checkpoint).exists() else checkpoint, "task": task,
+           "split": split, "n": n, "problems": num_problems, "temperature": temperature, "top_p": top_p, "seed": seed}
+    return sample_to_file(lambda: load_policy(checkpoint, device="auto"), t, problems, n, sampling, seed, Path(out),
+                          key, label=Path(out).stem)
 
 
 def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:

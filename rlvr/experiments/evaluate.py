@@ -21,41 +21,23 @@ from pathlib import Path
 import torch
 
 from rlvr.config import RunConfig
+from rlvr.eval import stream
 from rlvr.eval.entropy import answer_entropy_of, token_entropy
-from rlvr.eval.generate import mean_logp_under, samples_for
-from rlvr.eval.samples import group_by_problem, load_samples, write_samples
+from rlvr.eval.generate import mean_logp_under
+from rlvr.eval.samples import group_by_problem, load_samples
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
-
-ROWS_PER_CHUNK = 8192  # samples per chunk file: a kill loses at most one chunk
-
-
-def chunk_problems(n: int) -> int:
-    """Problems per chunk: about :data:`ROWS_PER_CHUNK` samples, at least one problem."""
-    return max(1, ROWS_PER_CHUNK // n)
 
 
 def sample_chunks(model_dir: str | Path, cfg: RunConfig, task, problems: list, n: int, temperature: float,
                   top_p: float, seed: int, out: Path, on_chunk: Callable[[int, int], None] | None = None) -> list[Path]:
     """n samples per problem of ``model_dir``, in chunk files ``out/chunk_XXXX.jsonl`` (existing
-    chunks are kept: resume). Sampling settings are the config's (length, interruption) with
-    ``temperature`` and ``top_p``; chunk i samples with seed ``seed + i``. -> the chunk paths."""
+    chunks are kept: resume; see :func:`rlvr.eval.stream.sample_chunks`). Sampling settings are the
+    config's (length, interruption) with ``temperature`` and ``top_p``. -> the chunk paths."""
     sampling = dataclasses.replace(cfg.sampling, temperature=temperature, top_p=top_p, top_k=0)
-    per = chunk_problems(n)
-    out.mkdir(parents=True, exist_ok=True)
-    paths, model, tok = [], None, None
-    n_chunks = math.ceil(len(problems) / per)
-    for i in range(n_chunks):
-        path = out / f"chunk_{i:04d}.jsonl"
-        paths.append(path)
-        if not path.exists():
-            if model is None:
-                model, tok = load_policy(model_dir, device=cfg.train.device)
-            rows = samples_for(model, tok, task, problems[i * per:(i + 1) * per], n, sampling, seed + i)
-            write_samples(path, rows)  # atomic: a chunk file is whole or absent
-        if on_chunk:
-            on_chunk(i + 1, n_chunks)
-    return paths
+    report = (lambda done, total, rows: on_chunk(done, total)) if on_chunk else None
+    return stream.sample_chunks(lambda: load_policy(model_dir, device=cfg.train.device), task, problems, n, sampling,
+                                seed, out, on_chunk=report)
 
 
 def per_problem_stats(rows: list[dict], problem_ids: list[str]) -> dict:

@@ -36,7 +36,7 @@ class NativeCache:
     def select(self, rows: torch.Tensor) -> None:
         """Keep only ``rows`` (B',) of the batch (drop finished samples)."""
         rows = rows.to(self.key_mask.device)
-        self.k, self.v = self.k[:, rows], self.v[:, rows]
+        self.k, self.v = self.k.index_select(1, rows), self.v.index_select(1, rows)  # a copy per row, not per element
         self.key_mask = self.key_mask[rows]
 
 

@@ -44,6 +44,15 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def keep_rows(t: torch.Tensor, rows: torch.Tensor, filled: int) -> torch.Tensor:
+    """Rows ``rows`` of a cache tensor t (L, B, H, T, Dh) -> (L, len(rows), H, T, Dh), copying only the
+    ``filled`` positions (the rest is never read before it is written) and a row at a time (advanced
+    indexing would compute an offset per element)."""
+    out = t.new_empty((t.shape[0], len(rows), *t.shape[2:]))
+    torch.index_select(t[:, :, :, :filled], 1, rows, out=out[:, :, :, :filled])
+    return out
+
+
 class KVCache:
     """Preallocated keys/values (L, B, H, Tmax, Dh) plus the key mask (B, Tmax)."""
 
@@ -57,7 +66,7 @@ class KVCache:
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only ``rows`` (a (B',) index) of the batch, e.g. to drop finished samples."""
-        self.k, self.v = self.k[:, rows], self.v[:, rows]
+        self.k, self.v = keep_rows(self.k, rows, self.length), keep_rows(self.v, rows, self.length)
         self.key_mask = self.key_mask[rows]
 
 
@@ -91,7 +100,7 @@ class SharedPrefixCache:
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only ``rows`` (an increasing (N',) index) of the batch, e.g. to drop finished samples."""
-        self.k, self.v = self.k[:, rows], self.v[:, rows]
+        self.k, self.v = keep_rows(self.k, rows, self.length), keep_rows(self.v, rows, self.length)
         self.group = self.group[rows]
         self._spans()
 
@@ -174,12 +183,12 @@ class MLP(nn.Module):
         self.down = nn.Linear(hidden, cfg.d_model, bias=False)
 
     def forward(self, x):
-        h = self.up(x)
-        if self.kind == "swiglu":
-            a, b = h.chunk(2, dim=-1)
-            h = F.silu(a) * b
+        if self.kind == "swiglu":  # gate and value as two products: each output contiguous, so the
+            w = self.up.weight      # activation runs at the contiguous rate (a chunk of one product is strided)
+            n = w.shape[0] // 2
+            h = F.silu(F.linear(x, w[:n])) * F.linear(x, w[n:])
         else:
-            h = F.gelu(h)
+            h = F.gelu(self.up(x))
         return self.down(h)
 
 

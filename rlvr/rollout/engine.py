@@ -58,7 +58,8 @@ def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int
             rb = generate(model, ids.to(device), mask.to(device), params, eos_id=tok.eos_id, pad_id=tok.pad_id,
                           version=version, generator=generator, weight_sync=weight_sync, sync_every=sync_every,
                           repeats=repeats)
-            rb.texts = [tok.decode(row[m]) for row, m in zip(rb.completion_ids.cpu(), rb.completion_mask.cpu())]
+            ids_rows, lens = rb.completion_ids.tolist(), rb.lengths.tolist()  # python lists: no per-token tensor ops
+            rb.texts = [tok.decode(row[:n]) for row, n in zip(ids_rows, lens)]
             parts.append(rb)
     finally:
         model.train(was_training)

@@ -113,3 +113,52 @@ def test_checkpoint_eval_records_the_machine(tmp_path: Path, capsys: pytest.Capt
     assert machine["precision"] == "float32" and machine["cpu"]  # auto, pinned to float32 by conftest
     out = capsys.readouterr().out
     assert "machine: " in out and "precision float32" in out
+
+
+def test_checkpoint_eval_streams_chunks_and_resumes_after_a_kill(tmp_path: Path, monkeypatch) -> None:
+    """`rlvr eval CKPT --out DIR` writes chunk files as it samples; killed after the first chunk, the
+    rerun samples only the missing chunks and writes exactly the samples of an uninterrupted run."""
+    import torch
+
+    import rlvr.eval.stream as stream
+    from rlvr.config import ModelConfig
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    save_policy(TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2, context=64), tok.vocab_size), tok,
+                tmp_path / "ck")
+    monkeypatch.setattr(stream, "ROWS_PER_CHUNK", 8)  # 2 problems of n=4 per chunk: 3 chunks for 6 problems
+    cmd = ["eval", str(tmp_path / "ck"), "--task", "arithmetic", "--n", "4", "--problems", "6"]
+    assert main([*cmd, "--out", str(tmp_path / "whole")]) == 0
+    whole = (tmp_path / "whole" / "samples.jsonl").read_text()
+    assert not (tmp_path / "whole" / "samples.jsonl.chunks").exists()  # removed once the file is written
+
+    real, calls = stream.samples_for, []
+
+    def dies_on_second_chunk(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the kill
+        return real(*a, **k)
+
+    monkeypatch.setattr(stream, "samples_for", dies_on_second_chunk)
+    assert main([*cmd, "--out", str(tmp_path / "cut")]) == 130  # interrupted
+    chunks = tmp_path / "cut" / "samples.jsonl.chunks"
+    assert sorted(p.name for p in chunks.glob("chunk_*")) == ["chunk_0000.jsonl"]
+    assert not (tmp_path / "cut" / "samples.jsonl").exists()
+    calls.clear()
+    monkeypatch.setattr(stream, "samples_for", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert main([*cmd, "--out", str(tmp_path / "cut")]) == 0
+    assert len(calls) == 2  # only the two missing chunks were sampled
+    assert (tmp_path / "cut" / "samples.jsonl").read_text() == whole
+    # another protocol (seed) clears the chunks of the old one instead of mixing them in
+    monkeypatch.setattr(stream, "samples_for", dies_on_second_chunk)
+    calls.clear()
+    assert main([*cmd, "--seed", "1", "--out", str(tmp_path / "cut2")]) == 130
+    calls.clear()
+    monkeypatch.setattr(stream, "samples_for", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert main([*cmd, "--seed", "2", "--out", str(tmp_path / "cut2")]) == 0
+    assert len(calls) == 3

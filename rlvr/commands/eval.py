@@ -142,7 +142,8 @@ def _machine(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
-    from rlvr.eval.generate import generate_samples, perplexity_under
+    from rlvr.eval.generate import perplexity_under
+    from rlvr.eval.stream import generate_samples
     from rlvr.eval.summary import compare, summarize
 
     out = Path(args.out)

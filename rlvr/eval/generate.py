@@ -7,7 +7,6 @@ Rows follow the ``samples.jsonl`` schema (see :mod:`rlvr.eval.samples`), with
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 
@@ -17,7 +16,6 @@ from rlvr.model.logprobs import completion_logits, token_logprobs
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.budget import rows_for
 from rlvr.rollout.engine import sample, sample_params
-from rlvr.tasks.registry import get_task
 from rlvr.types import RolloutBatch
 
 
@@ -97,25 +95,6 @@ def perplexity_of_rows(model, tok, rows: list[dict]) -> dict:
         return {"count": 0, "note": "rows have no 'prompt' field; perplexity needs the prompts"}
     lp = mean_logp_under(model, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows])
     return perplexity_stats([x for x in lp if math.isfinite(x)])
-
-
-def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problems: int,
-                     temperature: float, top_p: float, seed: int, out: str | Path | None = None) -> list[dict]:
-    """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``.
-    With ``out`` (a samples.jsonl path) the samples stream to disk in chunks as they are made, a
-    killed call resumes where it stopped, and ``out`` is written at the end (see :mod:`rlvr.eval.stream`)."""
-    t = get_task(task)
-    problems = t.problems(split, num_problems)
-    sampling = SamplingConfig(temperature=temperature, top_p=top_p)
-    if out is None:
-        model, tok = load_policy(checkpoint, device="auto")
-        return samples_for(model, tok, t, problems, n, sampling, seed)
-    from rlvr.eval.stream import sample_to_file
-
-    key = {"checkpoint": str(Path(checkpoint).resolve()) if Path(checkpoint).exists() else checkpoint, "task": task,
-           "split": split, "n": n, "problems": num_problems, "temperature": temperature, "top_p": top_p, "seed": seed}
-    return sample_to_file(lambda: load_policy(checkpoint, device="auto"), t, problems, n, sampling, seed, Path(out),
-                          key, label=Path(out).stem)
 
 
 def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:

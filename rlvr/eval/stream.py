@@ -20,7 +20,9 @@ from pathlib import Path
 from rlvr.config import SamplingConfig
 from rlvr.eval.generate import samples_for
 from rlvr.eval.samples import load_samples, write_samples
+from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
+from rlvr.tasks.registry import get_task
 
 ROWS_PER_CHUNK = 8192  # samples per chunk file: a kill loses at most one chunk
 
@@ -95,3 +97,20 @@ def sample_to_file(load: Callable[[], tuple], task, problems: list, n: int, samp
     write_samples(path, rows)
     shutil.rmtree(chunks)
     return rows
+
+
+def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problems: int,
+                     temperature: float, top_p: float, seed: int, out: str | Path | None = None) -> list[dict]:
+    """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``.
+    With ``out`` (a samples.jsonl path) the samples stream to disk in chunks as they are made, a
+    killed call resumes where it stopped, and ``out`` is written at the end (see :mod:`rlvr.eval.stream`)."""
+    t = get_task(task)
+    problems = t.problems(split, num_problems)
+    sampling = SamplingConfig(temperature=temperature, top_p=top_p)
+    if out is None:
+        model, tok = load_policy(checkpoint, device="auto")
+        return samples_for(model, tok, t, problems, n, sampling, seed)
+    key = {"checkpoint": str(Path(checkpoint).resolve()) if Path(checkpoint).exists() else checkpoint, "task": task,
+           "split": split, "n": n, "problems": num_problems, "temperature": temperature, "top_p": top_p, "seed": seed}
+    return sample_to_file(lambda: load_policy(checkpoint, device="auto"), t, problems, n, sampling, seed, Path(out),
+                          key, label=Path(out).stem)

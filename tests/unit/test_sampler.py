@@ -201,3 +201,20 @@ def test_finished_rows_wait_for_compaction_without_changing_results(model, monke
         assert ((rb.completion_ids == TOK.eos_id) & rb.completion_mask).sum() == rb.finish_reason.count("eos")
     _, logp = full_forward(model, lazy)
     assert (logp - lazy.behaviour_logp)[lazy.completion_mask].abs().max() < 1e-5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_prefix_sharing_on_cuda_gives_the_same_samples():
+    torch.manual_seed(0)
+    m = TinyGPT(ModelConfig(n_layer=2, d_model=64, n_head=4, context=96), TOK.vocab_size).eval().cuda()
+    rows = [p for p, c in zip(PROMPTS, [5, 1, 9, 3]) for _ in range(c)]
+    params = SampleParams(max_new_tokens=24)
+    ids, mask = TOK.batch_encode_left(rows)
+    flat = generate(m, ids.cuda(), mask.cuda(), params, eos_id=TOK.eos_id, pad_id=TOK.pad_id,
+                    generator=torch.Generator().manual_seed(3))
+    ids, mask = TOK.batch_encode_left(PROMPTS)
+    shared = generate(m, ids.cuda(), mask.cuda(), params, eos_id=TOK.eos_id, pad_id=TOK.pad_id,
+                      generator=torch.Generator().manual_seed(3), repeats=torch.tensor([5, 1, 9, 3]))
+    assert torch.equal(flat.completion_ids, shared.completion_ids)
+    m_ = flat.completion_mask
+    assert (flat.behaviour_logp - shared.behaviour_logp)[m_].abs().max() < 1e-4

@@ -132,16 +132,22 @@ class Attention(nn.Module):
         """One new token per row: x (N, 1, D); cos/sin (N, 1, 1, Dh/2); bias (N*H, 1, S) additive key
         mask over the S = cache.length + 1 keys -> (N, 1, D). Same maths as ``forward``, fewer ops."""
         N, H, Dh = x.shape[0], self.n_head, self.head_dim
-        qkv = self.qkv(x).view(N, 3, H, Dh)
-        qk = apply_rope(qkv[:, :2], cos, sin)  # (N, 2, H, Dh)
-        s = cache.length
-        cache.k[layer, :, :, s] = qk[:, 1]
-        cache.v[layer, :, :, s] = qkv[:, 2]
+        qk, s = self._append(x, cos, sin, cache, layer)
         k = cache.k[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)  # views of the cache, no copy
         v = cache.v[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
         att = torch.baddbmm(bias, qk[:, 0].reshape(N * H, 1, Dh), k.transpose(1, 2), alpha=Dh**-0.5)
         return self.proj(torch.bmm(att.softmax(-1), v).view(N, 1, H * Dh))
 
+    def _append(self, x, cos, sin, cache, layer: int) -> tuple[torch.Tensor, int]:
+        """Project one new token per row, x (N, 1, D), write its key and value at the cache's next
+        position -> (rotated q and k (N, 2, H, Dh), that position)."""
+        N, H, Dh = x.shape[0], self.n_head, self.head_dim
+        qkv = self.qkv(x).view(N, 3, H, Dh)
+        qk = apply_rope(qkv[:, :2], cos, sin)
+        s = cache.length
+        cache.k[layer, :, :, s] = qk[:, 1]
+        cache.v[layer, :, :, s] = qkv[:, 2]
+        return qk, s
 
     def decode_shared(self, x, cos, sin, cache: SharedPrefixCache, layer: int):
         """``decode`` against a :class:`SharedPrefixCache`: x (N, 1, D) -> (N, 1, D). The scores
@@ -149,11 +155,7 @@ class Attention(nn.Module):
         (rows, Dh) @ (Dh, Tp)) instead of one vector product per row; the completion part is as in
         ``decode``. One softmax over both parts, so the result equals ``decode`` on the expanded cache."""
         N, H, Dh = x.shape[0], self.n_head, self.head_dim
-        qkv = self.qkv(x).view(N, 3, H, Dh)
-        qk = apply_rope(qkv[:, :2], cos, sin)  # (N, 2, H, Dh)
-        s = cache.length
-        cache.k[layer, :, :, s] = qk[:, 1]
-        cache.v[layer, :, :, s] = qkv[:, 2]
+        qk, s = self._append(x, cos, sin, cache, layer)
         q = qk[:, 0] * Dh**-0.5  # (N, H, Dh)
         qt = q.transpose(0, 1)  # (H, N, Dh)
         pk, pv, Tp = cache.pk[layer], cache.pv[layer], cache.pk.shape[3]  # (G, H, Tp, Dh)

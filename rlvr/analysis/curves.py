@@ -315,3 +315,47 @@ def predict(fit: CurveFit, C, boot: CurveBootstrap | None = None):
     if scalar:
         return float(value_N[0]), float(low_N[0]), float(high_N[0])
     return value_N, low_N, high_N
+
+
+def judge_interval(fit: CurveFit, boot: CurveBootstrap, c_max: float) -> CurveFit:
+    """``fit`` with ``bent`` withdrawn when the bootstrap's interval on C_mid reaches beyond the
+    last fitted compute ``c_max``: the point estimate may lie inside the data while the data cannot
+    tell whether the curve has bent yet (a ceiling read off such a fit is an extrapolation)."""
+    lo, hi = boot.ci["C_mid"]
+    if not fit.bent or hi <= c_max:
+        return fit
+    level = round(boot.level * 100)
+    return replace(fit, bent=False, message=(
+        f"not bent: C_mid = {fit.C_mid:.3g} but its {level}% interval [{lo:.3g}, {hi:.3g}] reaches beyond the "
+        f"last point ({c_max:.3g}), so the data cannot tell whether the curve has bent; add compute"))
+
+
+def fit_shared_r0(curves: list[tuple[np.ndarray, np.ndarray]], *, a_max: float = 1.0,
+                  max_a_se: float = 0.03) -> tuple[float, list[CurveFit]]:
+    """Fit several runs that start from the same model with one shared R0 (each run its own A, B,
+    C_mid): R0 minimises the summed squared error of the per-run fits with R0 fixed (a bounded 1-D
+    search over [0, min over runs of max R)). curves: [(C (N_i,), R (N_i,))], already filtered
+    (C > 0). -> (R0, one CurveFit per run, each with ``r0_fixed`` False)."""
+    from scipy.optimize import minimize_scalar
+
+    if not curves:
+        raise UserError("no runs to fit; give at least one")
+    sel = [_select(C, R, 0.0) for C, R in curves]
+    for C, _ in sel:
+        if C.size < 5:
+            raise UserError(f"a run has only {C.size} points; a shared-R0 fit needs at least 5 per run")
+    hi = min(float(R.max()) for _, R in sel) - 1e-4
+    if hi <= 0:
+        raise UserError("a run never rises above a pass rate of 0; nothing to fit")
+
+    def total(r0: float) -> float:
+        return sum(_fit_arrays(C, R, r0, a_max, np.inf, top=1).rmse ** 2 * C.size for C, R in sel)
+
+    grid = np.linspace(0.0, hi, 9)
+    best = float(grid[int(np.argmin([total(g) for g in grid]))])
+    step = hi / 8
+    res = minimize_scalar(total, bounds=(max(0.0, best - step), min(hi, best + step)), method="bounded",
+                          options={"xatol": 1e-4})
+    r0 = float(res.x) if res.fun <= total(best) else best
+    fits = [replace(_fit_arrays(C, R, r0, a_max, max_a_se), r0_fixed=False) for C, R in sel]
+    return r0, fits

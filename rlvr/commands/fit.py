@@ -15,6 +15,7 @@ EPILOG = """examples:
   rlvr fit runs/cispo --fit-until 5e18 --plot fit.png  # fit on the first part, extrapolate the rest
   rlvr fit curve.csv --predict-at 1e20 --json fit.json  # any framework: CSV with compute,pass_rate
   rlvr fit trl_run/runs/ verl_history.csv              # TensorBoard events, W&B history CSV (TRL, verl)
+  rlvr fit runs/s0 runs/s1 runs/s2 --r0 shared         # runs from one base: one R0 fitted for all
 """
 
 A_NOISE = 0.02  # paper (2510.13786): repeated runs put A within about +-0.02
@@ -53,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compute at which to predict (default: the last observed compute)")
     parser.add_argument("--min-compute", type=float, default=0.0, metavar="C",
                         help="drop the initial low-compute part: fit only points with compute > C")
-    parser.add_argument("--r0", choices=["fixed", "free"], default="fixed",
-                        help="R0 fixed to the first measured pass rate (default) or fitted")
+    parser.add_argument("--r0", choices=["fixed", "free", "shared"], default="fixed",
+                        help="R0 fixed to the first measured pass rate (default), fitted per run, or fitted "
+                             "once for all the runs (runs that start from the same model)")
     parser.add_argument("--n-boot", type=int, default=200,
                         metavar="N", help="bootstrap replicates for intervals (0 = none; default 200)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="bootstrap seed (default 0)")
@@ -64,24 +66,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=None, metavar="FILE", help="write a PNG plot")
 
 
-def _fit_one(path: str, args: argparse.Namespace) -> _RunResult:
+def _load(path: str, args: argparse.Namespace):
+    """-> (name, C (N,), R (N,), used (N,) bool: the points the fit sees)."""
     import numpy as np
 
     from rlvr.analysis.curve_io import load_run_curve
-    from rlvr.analysis.curves import bootstrap_fit, fit_sigmoid, predict
-    from rlvr.errors import UserError
 
     name, C, R = load_run_curve(path, x=args.x, framework=getattr(args, "source", "auto"),
                                 y_key=getattr(args, "y", None))
-    R0 = float(R[0]) if args.r0 == "fixed" else None
     until = np.inf if args.fit_until is None else args.fit_until
-    used = (C > max(args.min_compute, 0.0)) & (C <= until)
+    return name, C, R, (C > max(args.min_compute, 0.0)) & (C <= until)
+
+
+def _fit_one(path: str, args: argparse.Namespace, shared_r0: float | None = None) -> _RunResult:
+    import numpy as np
+
+    from rlvr.analysis.curves import bootstrap_fit, fit_sigmoid, judge_interval, predict
+    from rlvr.errors import UserError
+
+    name, C, R, used = _load(path, args)
+    R0 = float(R[0]) if args.r0 == "fixed" else shared_r0
     try:
         fit = fit_sigmoid(C[used], R[used], R0=R0, max_a_se=args.max_a_se)
         boot = None
         if args.n_boot:  # a fixed R0 is one noisy measurement: perturb it by the residual sd
             r0_sd = fit.rmse if R0 is not None else 0.0
             boot = bootstrap_fit(C[used], R[used], n_boot=args.n_boot, seed=args.seed, R0=R0, r0_sd=r0_sd)
+            fit = judge_interval(fit, boot, float(C[used].max()))
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     at = float(C[-1]) if args.predict_at is None else args.predict_at
@@ -153,7 +164,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n_boot < 0:
         raise UserError(f"--n-boot {args.n_boot} is negative; use 0 (no intervals) or more")
-    results = [_fit_one(p, args) for p in args.paths]
+    shared = None
+    if args.r0 == "shared":
+        from rlvr.analysis.curves import fit_shared_r0
+
+        loaded = [_load(p, args) for p in args.paths]
+        shared, _ = fit_shared_r0([(C[u], R[u]) for _, C, R, u in loaded], max_a_se=args.max_a_se)
+        print(f"shared R0 = {shared:.4f} (fitted over {len(loaded)} runs)")
+    results = [_fit_one(p, args, shared) for p in args.paths]
     names = [r.name for r in results]
     if len(set(names)) < len(names):  # two runs with the same directory name: show their paths
         for r, p in zip(results, args.paths):

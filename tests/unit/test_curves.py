@@ -145,3 +145,44 @@ def test_fixed_r0_noise_widens_the_bootstrap():
     loose = bootstrap_fit(C, R, n_boot=40, seed=1, R0=0.1, r0_sd=0.05)
     assert np.all(tight.R0 == 0.1) and loose.R0.std() > 0.02
     assert np.ptp(loose.ci["B"]) > np.ptp(tight.ci["B"])
+
+
+def test_shared_r0_recovered_from_runs_with_one_start():
+    """Three runs from one base (R0 = 0.2) with different ceilings and speeds: the shared-R0 fit
+    finds R0 and each run's A; fixing R0 to each run's noisy first point would not be shared."""
+    from rlvr.analysis.curves import fit_shared_r0
+
+    truth = [(0.70, 1.5, 2e3), (0.55, 2.0, 5e3), (0.80, 1.0, 1e3)]
+    curves = []
+    for i, (A, B, C_mid) in enumerate(truth):
+        C = np.geomspace(C_mid / 20, C_mid * 40, 30)
+        curves.append((C, _noisy(0.2, A, B, C_mid, C, 10 + i)))
+    r0, fits = fit_shared_r0(curves)
+    assert r0 == pytest.approx(0.2, abs=0.02)
+    for fit, (A, _, _) in zip(fits, truth):
+        assert fit.R0 == r0 and not fit.r0_fixed
+        assert abs(fit.A - A) < 0.03
+    # noise-free: exact
+    exact = [(C, sigmoid_curve(C, 0.2, A, B, Cm)) for (C, _), (A, B, Cm) in zip(curves, truth)]
+    r0, fits = fit_shared_r0(exact)
+    assert r0 == pytest.approx(0.2, abs=1e-3) and all(abs(f.A - A) < 1e-3 for f, (A, _, _) in zip(fits, truth))
+    with pytest.raises(UserError, match="at least 5"):
+        fit_shared_r0([(np.array([1.0, 2.0]), np.array([0.1, 0.2]))])
+
+
+def test_bent_is_withdrawn_when_c_mid_interval_reaches_beyond_the_data():
+    """A curve whose data end near its midpoint: the point fit may call it bent; the bootstrap
+    interval on C_mid reaching past the last point withdraws that."""
+    from rlvr.analysis.curves import CurveBootstrap, judge_interval
+
+    C = np.geomspace(1e2, 1e4, 30)
+    fit = fit_sigmoid(C, sigmoid_curve(C, 0.1, 0.7, 1.2, 2e3), R0=0.1)
+    assert fit.bent
+    arr = np.zeros(3)
+    wide = CurveBootstrap(arr, arr, arr, arr, {"C_mid": (1e3, 5e4), "A": (0.6, 0.8), "B": (1, 2), "R0": (0.1, 0.1)},
+                          0.95, 0, 1.0)
+    out = judge_interval(fit, wide, float(C.max()))
+    assert not out.bent and "interval" in out.message and "beyond the last point" in out.message
+    narrow = CurveBootstrap(arr, arr, arr, arr, {"C_mid": (1.5e3, 3e3), "A": (0.6, 0.8), "B": (1, 2),
+                                                 "R0": (0.1, 0.1)}, 0.95, 0, 1.0)
+    assert judge_interval(fit, narrow, float(C.max())).bent

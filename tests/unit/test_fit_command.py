@@ -167,3 +167,12 @@ def test_bad_paths_and_runs_exit_2(tmp_path, capsys):
     few.write_text("compute,pass_rate\n1,0.1\n2,0.2\n3,0.3\n")
     assert main(["fit", str(few)]) == 2
     assert "need at least 4" in capsys.readouterr().err
+
+
+def test_fit_shared_r0_over_runs_from_one_base(tmp_path, capsys):
+    runs = [_fake_run(tmp_path, f"s{i}", A=a, B=1.2, C_mid=2e17, seed=i, R0=0.15) for i, a in enumerate((0.6, 0.7))]
+    res = _fit_json(tmp_path, *map(str, runs), "--r0", "shared")
+    r0s = {round(r["R0"], 6) for r in res["runs"]}
+    assert len(r0s) == 1 and abs(r0s.pop() - 0.15) < 0.03
+    assert [round(r["A"], 1) for r in res["runs"]] == [0.6, 0.7]
+    assert "shared R0 = " in capsys.readouterr().out

@@ -30,6 +30,7 @@ class RolloutBatch:
     finish_reason: list[str]  # B entries: "eos" | "stop" | "length" | "interrupted"
     texts: list[str] = field(default_factory=list)  # B decoded completions (special tokens removed)
     self_certainty: torch.Tensor | None = None  # (B, T) float32, KL(U || pi) per position, if asked
+    top2_margin: torch.Tensor | None = None  # (B, T) float32, top-1 minus top-2 probability, if asked
 
     def to(self, device) -> RolloutBatch:
         """The same batch with every tensor on ``device``."""
@@ -59,7 +60,7 @@ class RolloutBatch:
         """Row-wise concatenation (prompts re-padded on the left, completions on the right)."""
         if len(parts) == 1:
             return parts[0]
-        sc = [p.self_certainty for p in parts]
+        sc, m2 = [p.self_certainty for p in parts], [p.top2_margin for p in parts]
         return RolloutBatch(
             prompt_ids=_pad_cat([p.prompt_ids for p in parts], pad_id, left=True),
             prompt_mask=_pad_cat([p.prompt_mask for p in parts], False, left=True),
@@ -72,6 +73,7 @@ class RolloutBatch:
             finish_reason=[r for p in parts for r in p.finish_reason],
             texts=[t for p in parts for t in p.texts],
             self_certainty=None if any(s is None for s in sc) else _pad_cat(sc, 0.0),
+            top2_margin=None if any(m is None for m in m2) else _pad_cat(m2, 0.0),
         )
 
     @property

@@ -25,6 +25,7 @@ __all__ = [
     "REWARD_INPUTS",
     "combine",
     "failure_signals",
+    "answer_cluster_reward",
     "majority_vote_reward",
     "neg_entropy_reward",
     "proxy_diagnostics",
@@ -34,6 +35,7 @@ __all__ = [
     "sequence_probability_reward",
     "token_entropy_from_logits",
     "top2_margin_from_logits",
+    "top2_margin_reward",
     "trajectory_likelihood_reward",
 ]
 
@@ -99,6 +101,11 @@ def self_certainty_reward(sc_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Ten
 def neg_entropy_reward(ent_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Negative mean token entropy: -(1/|y|) sum_t H(pi(.|x, y_<t)).  (B, T), (B, T) -> (B,)."""
     return -_masked_mean(ent_B_T, mask)
+
+
+def top2_margin_reward(m_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean top-2 probability margin: (1/|y|) sum_t [p_(1) - p_(2)](pi(.|x, y_<t)).  (B, T), (B, T) -> (B,)."""
+    return _masked_mean(m_B_T, mask)
 
 
 def trajectory_likelihood_reward(logp_B_T: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -190,6 +197,39 @@ def majority_vote_reward(
     return torch.tensor(rewards, dtype=torch.float32).reshape(len(answers_P_G), G), majorities, shares
 
 
+def answer_cluster_reward(
+    answers_P_G: Sequence[Sequence[str | None]],
+    equal: Callable[[str, str], bool] | None = None,
+) -> torch.Tensor:
+    """Answer-cluster reward: the share of its group's parsable answers that fall in a completion's
+    answer cluster (the soft form of the majority vote: every cluster is rewarded by its size).
+
+    answers_P_G: P groups of G extracted answers (None = unparsable, reward 0). Clusters are built as
+    in :func:`majority_vote_reward` (``equal``: the task's answer equivalence; None = equal stripped
+    strings). -> reward_P_G (P, G) float32 in [0, 1]; a group with one parsable answer gives it 1.
+    """
+    out: list[list[float]] = []
+    for group in answers_P_G:
+        keys = [None if a is None else a.strip() for a in group]
+        reps: list[str] = []
+        counts: list[int] = []
+        of: list[int | None] = []
+        for k in keys:
+            if k is None:
+                of.append(None)
+                continue
+            c = next((j for j, r in enumerate(reps) if (equal(k, r) if equal is not None else k == r)), None)
+            if c is None:
+                c = len(reps)
+                reps.append(k)
+                counts.append(0)
+            counts[c] += 1
+            of.append(c)
+        n = sum(counts)
+        out.append([0.0 if c is None else counts[c] / n for c in of])
+    return torch.tensor(out, dtype=torch.float32).reshape(len(answers_P_G), -1 if answers_P_G else 0)
+
+
 def combine(rewards: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
     """Weighted sum sum_k weights[k] * rewards[k] of same-shape reward tensors.
 
@@ -218,9 +258,11 @@ INTRINSIC_REWARDS: dict[str, Callable[..., object]] = {
     "trajectory_likelihood": trajectory_likelihood_reward,
     "sequence_probability": sequence_probability_reward,
     "majority_vote": majority_vote_reward,
+    "top2_margin": top2_margin_reward,
+    "answer_cluster": answer_cluster_reward,
 }
 """Sequence-level intrinsic rewards by name. All but ``majority_vote`` take
-``(per_token_B_T, mask_B_T) -> reward_B``; ``majority_vote`` takes answers (see above)."""
+``(per_token_B_T, mask_B_T) -> reward_B``; ``majority_vote`` and ``answer_cluster`` take answers (see above)."""
 
 REWARD_INPUTS: dict[str, str] = {
     "self_certainty": "self_certainty",
@@ -228,6 +270,8 @@ REWARD_INPUTS: dict[str, str] = {
     "trajectory_likelihood": "behaviour_logp",
     "sequence_probability": "behaviour_logp",
     "majority_vote": "answers",
+    "top2_margin": "top2_margin",
+    "answer_cluster": "answers",
 }
 """Which :class:`rlvr.types.RolloutBatch` field each reward reads (``answers``: the
 extracted answers, grouped P x G, which the trainer gets from the task's verifier)."""

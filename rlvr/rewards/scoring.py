@@ -24,7 +24,13 @@ from rlvr.config import RewardConfig, RunConfig, TrainConfig
 from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.rewards.funcs import funcs_reward
-from rlvr.rewards.intrinsic import INTRINSIC_REWARDS, REWARD_INPUTS, majority_vote_reward, proxy_diagnostics
+from rlvr.rewards.intrinsic import (
+    INTRINSIC_REWARDS,
+    REWARD_INPUTS,
+    answer_cluster_reward,
+    majority_vote_reward,
+    proxy_diagnostics,
+)
 from rlvr.rewards.verify import VerifyReport, verify_checked
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict, task_equivalence
 
@@ -119,6 +125,8 @@ def intrinsic_reward(name: str, rb: RolloutBatch, answers_P_G: list[list[str | N
     (no extra forward pass). ``vote_threshold``: majority vote's minimum label share (TTRL)."""
     if name == "majority_vote":
         return majority_vote_reward(answers_P_G, min_share=vote_threshold, equal=equal)[0].reshape(-1)
+    if name == "answer_cluster":
+        return answer_cluster_reward(answers_P_G, equal=equal).reshape(-1)
     field = REWARD_INPUTS[name]
     src = getattr(rb, field)
     if src is None:

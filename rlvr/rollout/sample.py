@@ -42,12 +42,12 @@ class SampleParams:
     interruption_ids: tuple[int, ...] = ()  # forced tokens appended at the budget
     marker_ids: tuple[int, ...] = ()  # end-of-reasoning marker; rows that emitted it are not interrupted
     interruption_extra: int = 8
-    self_certainty: bool = False
+    self_certainty: bool = False  # also record per position the self-certainty and the top-2 margin
 
 
 def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | None):
-    """logits (N, V) float32 -> (token (N,), logp (N,), entropy (N,), self-certainty (N,) or None,
-    logp_all (N, V)).
+    """logits (N, V) float32 -> (token (N,), logp (N,), entropy (N,), (self-certainty (N,), top-2 margin
+    (N,)) or None, logp_all (N, V)).
 
     Log-probs and entropy are those of the tempered, untruncated distribution (what the trainer
     recomputes); top-k / top-p only restrict where the sample may fall. Sampling draws one uniform
@@ -62,7 +62,9 @@ def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | No
     entropy = -(probs * logp_all).sum(-1)
     sc = None
     if p.self_certainty:  # KL(U || pi) = logsumexp(z) - mean(z) - log V, with logsumexp(z) = z - logp
-        sc = logits[:, 0] - logp_all[:, 0] - logits.mean(-1) - math.log(logits.shape[-1])
+        top2 = probs.topk(min(2, probs.shape[-1]), dim=-1).values
+        margin = top2[:, 0] - top2[:, 1] if top2.shape[-1] == 2 else top2[:, 0]
+        sc = (logits[:, 0] - logp_all[:, 0] - logits.mean(-1) - math.log(logits.shape[-1]), margin)
     if p.temperature == 0:
         tok = logits.argmax(-1)
     else:
@@ -156,7 +158,7 @@ def generate(
 
         # outputs by original row, filled when a row finishes
         out_ids = torch.full((B, t_total), pad_id, dtype=torch.long, device=dev)
-        out_f = torch.zeros(B, t_total, 3, device=dev)  # behaviour logp, entropy, self-certainty
+        out_f = torch.zeros(B, t_total, 4, device=dev)  # behaviour logp, entropy, self-certainty, top-2 margin
         out_loss = torch.zeros(B, t_total, dtype=torch.bool, device=dev)
         out_len = torch.zeros(B, dtype=torch.long, device=dev)
         reason = ["length"] * B
@@ -164,7 +166,7 @@ def generate(
         # state of the live rows, in cache order
         live = torch.arange(B, device=dev)  # original row of each live row
         w_ids = torch.full((B, t_total), pad_id, dtype=torch.long, device=dev)
-        w_f = torch.zeros(B, t_total, 3, device=dev)
+        w_f = torch.zeros(B, t_total, 4, device=dev)
         w_loss = torch.ones(B, t_total, dtype=torch.bool, device=dev)
         limit = torch.full((B,), p.max_new_tokens, dtype=torch.long, device=dev)
         force_pos = torch.full((B,), -1, dtype=torch.long, device=dev)  # index into forced ids, -1 = not forcing
@@ -184,7 +186,7 @@ def generate(
             w_f[:, step, 0] = logp
             w_f[:, step, 1] = ent
             if sc is not None:
-                w_f[:, step, 2] = sc
+                w_f[:, step, 2], w_f[:, step, 3] = sc
             step_version.append(version)
             n = step + 1  # tokens every live row holds now
 
@@ -258,4 +260,5 @@ def generate(
         versions=torch.tensor(step_version[:width], dtype=torch.long, device=dev).repeat(B, 1) * cmask,
         finish_reason=reason,
         self_certainty=f[..., 2] if p.self_certainty else None,
+        top2_margin=f[..., 3] if p.self_certainty else None,
     )

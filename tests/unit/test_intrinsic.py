@@ -238,7 +238,7 @@ def test_combine_weighted_sum_with_verifier():
 
 def test_registry_names_and_inputs():
     names = {"self_certainty", "neg_entropy", "trajectory_likelihood", "sequence_probability",
-             "majority_vote"}
+             "majority_vote", "top2_margin", "answer_cluster"}
     assert set(INTRINSIC_REWARDS) == names and set(REWARD_INPUTS) == names
     fields = {f.name for f in dataclasses.fields(RolloutBatch)}
     for name, field in REWARD_INPUTS.items():
@@ -296,3 +296,42 @@ def test_failure_signals_repetition_and_length():
         failure_signals([1, 2, 3], ["x"])
     with pytest.raises(ValueError, match="unit"):
         repeated_ngram_share("x", unit="token")
+
+
+def test_top2_margin_reward_and_the_sampler_records_the_margin():
+    from rlvr.config import ModelConfig
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+    from rlvr.rewards.intrinsic import top2_margin_reward
+    from rlvr.rollout.sample import SampleParams, generate
+
+    m_B_T = torch.tensor([[0.5, 0.3, 9.0], [0.2, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    assert torch.allclose(top2_margin_reward(m_B_T, mask), torch.tensor([0.4, 0.2]))
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    model = TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2, context=48), tok.vocab_size).eval()
+    ids, pm = tok.batch_encode_left(["Q:1+2\n", "Q:3\n"])
+    rb = generate(model, ids, pm, SampleParams(max_new_tokens=6, temperature=0.7, self_certainty=True),
+                  eos_id=tok.eos_id, pad_id=tok.pad_id, generator=torch.Generator().manual_seed(0))
+    # the recorded margin is the full forward's top-1 minus top-2 probability at each sampled position
+    from rlvr.model.logprobs import completion_logits, sequences
+
+    s_ids, s_mask, tp = sequences(rb)
+    logits = completion_logits(model, s_ids, s_mask, tp, 0.7)
+    want = top2_margin_from_logits(logits)
+    m = rb.completion_mask
+    assert rb.top2_margin is not None and (rb.top2_margin - want)[m].abs().max() < 1e-5
+    assert (rb.top2_margin[~m] == 0).all()
+
+
+def test_answer_cluster_reward_hand_values():
+    from rlvr.rewards.intrinsic import answer_cluster_reward
+
+    r = answer_cluster_reward([["4", " 4", "5", None], ["7", None, None, None]])
+    assert torch.allclose(r, torch.tensor([[2 / 3, 2 / 3, 1 / 3, 0.0], [1.0, 0.0, 0.0, 0.0]]))
+    # the task's equivalence decides the clusters: "0.5" and "1/2" are one answer
+    same = lambda a, b: eval(a) == eval(b)  # noqa: E731, S307 - test-only numeric equivalence
+    r = answer_cluster_reward([["0.5", "1/2", "2"]], equal=same)
+    assert torch.allclose(r, torch.tensor([[2 / 3, 2 / 3, 1 / 3]]))
+    assert answer_cluster_reward([[None, None]]).tolist() == [[0.0, 0.0]]

@@ -208,6 +208,30 @@ def traces(toks: Tokens, max_result: int, limit: int) -> list[list[str]]:
     return out
 
 
+def step_forms(step: str) -> list[str]:
+    """The written forms of one reduction step: ``a+b=c`` and, for a commutative ``+``/``*`` with
+    a != b, ``b+a=c`` too (the written form first)."""
+    lhs, c = step.split("=")
+    op = next(ch for ch in lhs[1:] if ch in "+*-")
+    i = lhs.index(op, 1)
+    a, b = lhs[:i], lhs[i + 1:]
+    return [step] if op == "-" or a == b else [step, f"{b}{op}{a}={c}"]
+
+
+def commuted_traces(orders: list[list[str]], limit: int) -> list[list[str]]:
+    """Every written form of every reduction order (each step as in :func:`step_forms`), the orders'
+    own forms first and in order, then the variants order by order; at most ``limit``."""
+    out = {tuple(t): None for t in orders[:limit]}  # insertion-ordered set
+    for t in orders:
+        variants: list[list[str]] = [[]]
+        for step in t:
+            variants = [v + [f] for v in variants for f in step_forms(step)]
+        out.update((tuple(v), None) for v in variants[1:])
+        if len(out) >= limit:
+            break
+    return [list(t) for t in out][:limit]
+
+
 def parse_prompt(prompt: str) -> Tokens:
     """``Q:3+4*2\\n`` -> [3, '+', 4, '*', 2]."""
     body = prompt.strip()[2:]
@@ -221,8 +245,10 @@ class ArithmeticTask:
     Knobs: ``min_operands``/``max_operands`` (2..8, default 3..4), ``max_value`` (operands 1..max_value,
     default 9), ``ops`` (subset of "+*-", default "+*"), ``max_result`` (problems whose every valid
     order has an intermediate above it are rejected; orders exceeding it are dropped; default 99),
-    ``max_solutions`` (cap on distinct traces per problem, default 24), ``heldout_frac`` (default 0.15),
-    ``pool_size`` (distinct problems drawn when n=None, default 5000), ``seed`` (default 0).
+    ``max_solutions`` (cap on distinct traces per problem, default 24), ``commute`` (also write each
+    ``+``/``*`` step with its operands swapped, ``4*2=8`` or ``2*4=8``: many more gold traces per problem,
+    default False), ``heldout_frac`` (default 0.15), ``pool_size`` (distinct problems drawn when n=None,
+    default 5000), ``seed`` (default 0).
     """
 
     name = "arithmetic"
@@ -238,8 +264,11 @@ class ArithmeticTask:
         heldout_frac: float = 0.15,
         pool_size: int = 5000,
         seed: int = 0,
+        commute: bool = False,
     ) -> None:
         check_range("operands", min_operands, max_operands, 2, 8)
+        if not isinstance(commute, bool):
+            raise UserError(f"commute={commute!r}; use true or false")
         check_range("value", 1, max_value, 1, 9)
         if not ops or set(ops) - set("+*-") or len(set(ops)) != len(ops):
             raise UserError(f"bad ops={ops!r}; use a non-empty subset of '+*-', e.g. '+*'")
@@ -249,6 +278,7 @@ class ArithmeticTask:
         self.min_operands, self.max_operands = min_operands, max_operands
         self.max_value, self.ops = max_value, ops
         self.max_result, self.max_solutions, self.seed = max_result, max_solutions, seed
+        self.commute = commute
         self._pool = ProblemPool(self.name, seed, self._sample, heldout_frac, pool_size)
 
     def _sample(self, rng: random.Random) -> Problem | None:
@@ -259,6 +289,8 @@ class ArithmeticTask:
         ts = traces(toks, self.max_result, self.max_solutions)
         if not ts:
             return None
+        if self.commute:
+            ts = commuted_traces(ts, self.max_solutions)
         ans = str(evaluate(toks))
         expr = "".join(str(t) for t in toks)
         sols = tuple(";".join(t) + f"\nA:{ans}" for t in ts)

@@ -251,3 +251,30 @@ def test_docrecon_and_reasoning_gym_equivalence():
 
     rg = ReasoningGymTask("basic_arithmetic", size=10, heldout_size=5)
     assert rg.equivalent("30.0", " 30") and rg.equivalent("$7$", "7") and not rg.equivalent("30", "31")
+
+
+def test_arithmetic_commute_gives_many_valid_gold_traces():
+    """commute=True writes each +/* step either way: every trace is a valid reduction with the right
+    answer, the first is the default task's, and 4 operands give >= 10 traces on average."""
+    import re
+    import statistics
+
+    from rlvr.tasks.arithmetic import ArithmeticTask, commuted_traces, step_forms
+
+    assert step_forms("4*2=8") == ["4*2=8", "2*4=8"] and step_forms("3-1=2") == ["3-1=2"]
+    assert step_forms("3+3=6") == ["3+3=6"]
+    assert commuted_traces([["4*2=8", "3+8=11"]], 10) == [["4*2=8", "3+8=11"], ["4*2=8", "8+3=11"],
+                                                          ["2*4=8", "3+8=11"], ["2*4=8", "8+3=11"]]
+    plain = ArithmeticTask(min_operands=4, max_operands=4).problems("train", 200)
+    task = ArithmeticTask(min_operands=4, max_operands=4, commute=True, max_solutions=64)
+    probs = task.problems("train", 200)
+    assert [p.prompt for p in probs] == [p.prompt for p in plain]
+    assert all(p.solutions[0] == q.solutions[0] for p, q in zip(probs, plain))
+    assert statistics.mean(len(p.solutions) for p in probs) >= 10
+    for p in probs[:50]:
+        assert len(set(p.solutions)) == len(p.solutions)
+        for sol in p.solutions:
+            assert task.verify(sol, p).correct
+            for step in sol.split("\n")[0].split(";"):
+                a, op, b, c = re.fullmatch(r"(\d+)([+*-])(\d+)=(\d+)", step).groups()
+                assert {"+": int(a) + int(b), "*": int(a) * int(b), "-": int(a) - int(b)}[op] == int(c)

@@ -203,7 +203,7 @@ def generate(
                     force_pos = torch.where(was, force_pos + 1, force_pos)
                     force_pos = torch.where(was & (force_pos >= n_forced), torch.full_like(force_pos, -1), force_pos)
                 if n >= p.interruption_budget:
-                    start = (force_pos < 0) & ~interrupted & ~saw_marker & ~eos
+                    start = (force_pos < 0) & ~interrupted & ~saw_marker & ~eos & ~done
                     if forcing:
                         start &= ~was
                     if start.any():

@@ -1,0 +1,95 @@
+"""Measures over compute-performance curves, for the ScaleRL claims (docs/methods/scaling_curves.md).
+
+They read an RL run's held-out pass rate through training from a ``kind: dynamics`` evaluation cell
+(its ``series``: per logged step, ``heldout_pass_rate`` where the run evaluated, and the compute axis,
+``samples`` by default) and reduce it with :mod:`rlvr.analysis.predictability`. Each returns one
+:class:`~rlvr.experiments.verdict.Estimate` per seed (or one shared estimate) and details for the page.
+
+- ``curve_prediction`` (eval, model, fraction, tolerance = 0.02): fit on the first ``fraction`` of the
+  run's compute (R0 fixed to the first evaluation), predict the last evaluation. The estimate is
+  tolerance - |predicted - observed|, with its interval from the fit's bootstrap curves at the end
+  (> 0 beyond the interval: the prediction lies within the tolerance whatever the fit's uncertainty).
+- ``curve_param_diff`` (eval, model, against, param: A | B | C_mid, log = false): the mean over seeds of
+  ``model``'s fitted parameter minus ``against``'s, one shared estimate whose interval resamples seeds
+  and each fit's bootstrap replicates (:func:`rlvr.analysis.predictability.param_diff`).
+- ``early_ranking`` (eval, model, against, fraction): +1 when the fits on the first ``fraction`` of
+  compute rank the two runs' final pass rates as they end (-1 when not), per seed; details say who led
+  early and who ended higher (a crossing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlvr.analysis.curves import sigmoid_curve
+from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end
+from rlvr.errors import UserError
+from rlvr.experiments.verdict import Estimate
+
+N_BOOT = 200
+
+
+def curve(stats: dict, x: str = "samples") -> tuple[np.ndarray, np.ndarray]:
+    """(C (N,), R (N,)) of the steps where the run evaluated, from a dynamics cell's series."""
+    series = stats.get("series") if stats.get("kind") == "dynamics" else None
+    if series is None:
+        raise UserError("curve measures need a `kind: dynamics` evaluation (the run's logged series)")
+    if x not in series:
+        raise UserError(f"the run's series has no {x!r}; curve measures need the compute axis logged")
+    pts = [(c, r) for c, r in zip(series[x], series["heldout_pass_rate"]) if c is not None and r is not None]
+    if len(pts) < 6:
+        raise UserError(f"only {len(pts)} held-out evaluations in the run; a curve needs at least 6")
+    C, R = (np.asarray(v, dtype=np.float64) for v in zip(*pts))
+    return C, R
+
+
+def _label(seed) -> str:
+    return "shared" if seed is None else f"s{seed}"
+
+
+def curve_prediction(get, args: dict, seeds, against_seeds):
+    frac, tol = float(args["fraction"]), float(args.get("tolerance", 0.02))
+    out, details = [], {}
+    for s in seeds:
+        C, R = curve(get(args["eval"], args["model"], s), args.get("x", "samples"))
+        p = predict_end(C, R, frac, n_boot=N_BOOT, seed=s or 0)
+        early = C <= frac * C[-1]
+        _, boot = fit_with_replicates(C[early], R[early], R0=float(R[0]), n_boot=N_BOOT, seed=s or 0)
+        ends = sigmoid_curve(float(C[-1]), boot.R0, boot.A, boot.B, boot.C_mid)
+        e_lo, e_hi = (float(v) - p.observed for v in np.percentile(ends, [2.5, 97.5]))
+        worst = max(abs(e_lo), abs(e_hi), abs(p.error))
+        best = 0.0 if e_lo <= 0 <= e_hi else min(abs(e_lo), abs(e_hi), abs(p.error))
+        out.append(Estimate(s, tol - abs(p.error), tol - worst, tol - best))
+        details[_label(s)] = {"predicted": p.predicted, "observed": p.observed, "error": p.error,
+                              "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points}
+    return out, details
+
+
+def curve_param_diff(get, args: dict, seeds, against_seeds):
+    param = args["param"]
+    if param not in ("A", "B", "C_mid"):
+        raise UserError(f"curve_param_diff: param must be A, B or C_mid, got {param!r}")
+    x = args.get("x", "samples")
+    arms = []
+    for name, ss in ((args["model"], seeds), (args["against"], against_seeds)):
+        arms.append([fit_with_replicates(*curve(get(args["eval"], name, s), x), n_boot=N_BOOT, seed=s or 0)
+                     for s in ss])
+    d = param_diff(arms[0], arms[1], param, log=bool(args.get("log", False)))
+    bent = {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
+    return [Estimate(None, d.diff, d.low, d.high)], {"model": d.a, "against": d.b, "bent": bent}
+
+
+def early_ranking(get, args: dict, seeds, against_seeds):
+    frac, x = float(args["fraction"]), args.get("x", "samples")
+    paired = seeds if seeds != [None] else against_seeds
+    out, details = [], {}
+    for i, s in enumerate(paired):
+        ms = seeds[i] if seeds != [None] else None
+        as_ = against_seeds[i] if against_seeds != [None] else None
+        c = crossing(curve(get(args["eval"], args["model"], ms), x), curve(get(args["eval"], args["against"], as_), x),
+                     frac)
+        v = 1.0 if c.ranked_right else -1.0
+        out.append(Estimate(s, v, v, v))
+        details[_label(s)] = {"early_leader": c.early_leader, "final_leader": c.final_leader,
+                              "predicted_leader": c.predicted_leader, "crossed": c.crossed}
+    return out, details

@@ -1,0 +1,59 @@
+"""Curve measures for the ScaleRL claims (rlvr.experiments.curve_measures) on synthetic run series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlvr.analysis.curves import sigmoid_curve
+from rlvr.errors import UserError
+from rlvr.experiments.curve_measures import curve, curve_param_diff, curve_prediction, early_ranking
+from rlvr.experiments.verdict import verdict
+
+
+def series(A, B, C_mid, seed, R0=0.2, noise=0.004, steps=400, every=10, per_step=128):
+    """A dynamics cell as a run logs it: every step, held-out pass rate every ``every`` steps."""
+    rng = np.random.default_rng(seed)
+    step = list(range(1, steps + 1))
+    samples = [s * per_step for s in step]
+    held = [None] * steps
+    for i, s in enumerate(step):
+        if s == 1 or s % every == 0:
+            held[i] = float(R0 if s == 1 else sigmoid_curve(samples[i], R0, A, B, C_mid) + rng.normal(0, noise))
+    return {"kind": "dynamics", "series": {"step": step, "samples": samples, "heldout_pass_rate": held}}
+
+
+RUNS = {("fast", s): series(0.6, 3.0, 4000, s) for s in range(3)}
+RUNS.update({("slow", s): series(0.8, 1.5, 16000, 10 + s) for s in range(3)})
+RUNS.update({("late", s): series(0.8, 2.0, 60000, 20 + s) for s in range(3)})
+
+
+def get(ev, model, seed):
+    return RUNS[(model, seed)]
+
+
+def test_curve_reads_the_evaluated_steps_only():
+    C, R = curve(RUNS[("fast", 0)])
+    assert C.size == 41 and C[0] == 128 and R[0] == 0.2
+    with pytest.raises(UserError, match="dynamics"):
+        curve({"kind": "samples"})
+
+
+def test_prediction_within_tolerance_for_a_bent_curve_and_not_for_an_unbent_one():
+    est, det = curve_prediction(get, {"eval": "d", "model": "fast", "fraction": 0.5}, [0, 1, 2], [None])
+    assert verdict(est, "positive") == "reproduced", det
+    assert all(abs(d["error"]) < 0.02 for d in det.values())
+    est, det = curve_prediction(get, {"eval": "d", "model": "late", "fraction": 0.25}, [0, 1, 2], [None])
+    assert verdict(est, "positive") != "reproduced"  # its midpoint lies beyond the fitted quarter
+
+
+def test_param_diff_and_early_ranking_of_crossing_curves():
+    est, det = curve_param_diff(get, {"eval": "d", "model": "slow", "against": "fast", "param": "A"},
+                                [0, 1, 2], [0, 1, 2])
+    assert est[0].value == pytest.approx(0.2, abs=0.03) and verdict(est, "positive") == "reproduced"
+    est, det = early_ranking(get, {"eval": "d", "model": "fast", "against": "slow", "fraction": 0.1},
+                             [0, 1, 2], [0, 1, 2])
+    assert all(d["crossed"] and d["early_leader"] == "a" and d["final_leader"] == "b" for d in det.values())
+    est, _ = early_ranking(get, {"eval": "d", "model": "fast", "against": "slow", "fraction": 0.6},
+                           [0, 1, 2], [0, 1, 2])
+    assert verdict(est, "positive") == "reproduced"

@@ -30,6 +30,7 @@ import numpy as np
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
+from rlvr.experiments import weight_measures as wm
 from rlvr.experiments.verdict import Estimate
 
 Get = Callable[[str, str, "int | None"], dict]
@@ -153,3 +154,21 @@ MEASURES: dict[str, Measure] = {
     "ppl_diff": Measure(ppl_diff, ("eval", "model", "against"),
                         lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own"),
 }
+
+
+def _register_weight_measures() -> None:
+    """The ``weights`` experiment's measures (:mod:`rlvr.experiments.weight_measures`)."""
+    MEASURES.update({
+        "precision_gap": Measure(wm.precision_gap, ("eval", "model"),
+                                 lambda a: f"update sparsity at bf16 - at fp32, {a['model']}"),
+        "matched_weight_diff": Measure(wm.matched_weight_diff, ("eval", "model", "against", "quantity"),
+                                       lambda a: f"{a['quantity']} {a['model']} - {a['against']} "
+                                                 f"(matched by {a.get('match', 'kl')})"),
+        "mask_overlap": Measure(wm.mask_overlap, ("eval", "model"),
+                                lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
+                                          + ("its other seeds" if a.get("pairing") == "seeds"
+                                             else a.get("against", "?"))),
+    })
+
+
+_register_weight_measures()

@@ -29,6 +29,13 @@ def ours(row: dict) -> str:
     return per
 
 
+def _interval_text(exp: Experiment) -> str:
+    kinds = {e.kind for e in exp.evaluations.values()}
+    parts = (["paired bootstrap over problems"] if "samples" in kinds else []) + \
+        (["bootstrap over the model's tensors for the weight measures"] if "weights" in kinds else [])
+    return "; ".join(parts)
+
+
 def verdict_table(rows: list[dict]) -> list[str]:
     lines = ["| claim | the paper | ours: mean (seed range); per seed value [95% CI] | verdict |",
              "|---|---|---|---|"]
@@ -53,6 +60,20 @@ def _details(rows: list[dict]) -> list[str]:
             text = "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in x["counts"].items()) + ", "
                              + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["rates"].items())
                              + f" (k = {x['k']})" for s, x in d.items())
+        elif r["measure"] == "precision_gap":
+            text = "; ".join(f"{s}: sparsity bf16 {x['sparsity_bf16']:.4f}, fp32 {x['sparsity_fp32']:.4f}; by part "
+                             + ", ".join(f"{p} {v['bf16']:.3f}/{v['fp32']:.3f}" for p, v in x["by_part"].items())
+                             for s, x in d.items())
+        elif r["measure"] == "matched_weight_diff":
+            text = "; ".join(f"{s}: {m} {_num(x['model'], '{:.4g}')} vs {a}@{x['matched']} "
+                             f"{_num(x['against'], '{:.4g}')}"
+                             f" (KL {x['model_kl']:.2e} vs {x['against_kl']:.2e}, norm {x['model_norm']:.2e} vs "
+                             f"{x['against_norm']:.2e}); by part " + ", ".join(
+                                 f"{p} {v['model']:.3g}/{v['against']:.3g}" for p, v in x["by_part"].items())
+                             for s, x in d.items())
+        elif r["measure"] == "mask_overlap":
+            text = "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
+                             f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
         else:
@@ -140,8 +161,9 @@ def provenance(command: str, machine: str) -> list[str]:
 
 
 def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
-               command: str, quick: bool) -> Path:
-    """Write README.md, table.json and the plots; -> README.md."""
+               command: str, quick: bool, weights: list[str] | None = None) -> Path:
+    """Write README.md, table.json and the plots; -> README.md. ``weights``: the lines of the
+    weights section (:func:`rlvr.experiments.weight_page.weight_lines`), if any."""
     plots = plot_passk(exp, curves, out)
     done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
@@ -151,11 +173,15 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
              f"Experiment `{exp.name}`{form}; "
              f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
              "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "
-             "otherwise (intervals: paired bootstrap over problems).", "",
+             f"otherwise (intervals: {_interval_text(exp)}).", "",
              *verdict_table(rows), ""]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
-    lines += ["## pass@k", "", *_curve_lines(curves), "## Details", "", *_details(rows), ""]
+    if curves:
+        lines += ["## pass@k", "", *_curve_lines(curves)]
+    if weights:
+        lines += ["## Weights", "", *weights]
+    lines += ["## Details", "", *_details(rows), ""]
     tl = _trajectory_lines(traj)
     if tl:
         lines += ["## Through training", "", *tl]

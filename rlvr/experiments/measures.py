@@ -30,6 +30,7 @@ import numpy as np
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
+from rlvr.experiments import dynamics_measures as dm
 from rlvr.experiments import weight_measures as wm
 from rlvr.experiments.verdict import Estimate
 
@@ -157,8 +158,14 @@ MEASURES: dict[str, Measure] = {
 
 
 def _register_weight_measures() -> None:
-    """The ``weights`` experiment's measures (:mod:`rlvr.experiments.weight_measures`)."""
+    """The weight-space (:mod:`rlvr.experiments.weight_measures`) and training-dynamics
+    (:mod:`rlvr.experiments.dynamics_measures`) measures."""
     MEASURES.update({
+        "entropy_prediction": Measure(dm.entropy_prediction, ("eval", "model"),
+                                      lambda a: f"corr(predicted dH of step t-1, observed entropy change at t), "
+                                                f"{a['model']}"),
+        "collapse_cell": Measure(dm.collapse_cell, ("eval", "model", "cell"),
+                                 lambda a: f"sum dH_{a['cell']} - the lowest other cell's sum, {a['model']}"),
         "precision_gap": Measure(wm.precision_gap, ("eval", "model"),
                                  lambda a: f"update sparsity at bf16 - at fp32, {a['model']}"),
         "matched_weight_diff": Measure(wm.matched_weight_diff, ("eval", "model", "against", "quantity"),

@@ -74,6 +74,15 @@ def _details(rows: list[dict]) -> list[str]:
         elif r["measure"] == "mask_overlap":
             text = "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
                              f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
+        elif r["measure"] == "entropy_prediction":
+            text = "; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}"
+                             for s, x in d.items() if s != "pooled_r")
+            text += f"; pooled over seeds r = {_num(d.get('pooled_r'), '{:.3f}')}"
+        elif r["measure"] == "collapse_cell":
+            text = "; ".join(f"{s}: entropy {_num(x['entropy_start'], '{:.3f}')} -> "
+                             f"{_num(x['entropy_end'], '{:.3f}')}, "
+                             "sum dH " + ", ".join(f"{c} {v:+.2e}" for c, v in x["sum_dH"].items())
+                             + f", largest decrease {x['largest_decrease']}" for s, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
         else:
@@ -161,9 +170,9 @@ def provenance(command: str, machine: str) -> list[str]:
 
 
 def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
-               command: str, quick: bool, weights: list[str] | None = None) -> Path:
-    """Write README.md, table.json and the plots; -> README.md. ``weights``: the lines of the
-    weights section (:func:`rlvr.experiments.weight_page.weight_lines`), if any."""
+               command: str, quick: bool, sections: dict[str, list[str]] | None = None) -> Path:
+    """Write README.md, table.json and the plots; -> README.md. ``sections``: {title: markdown
+    lines} of extra sections before the details (weights, training dynamics), empty ones skipped."""
     plots = plot_passk(exp, curves, out)
     done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
@@ -179,8 +188,9 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
     if curves:
         lines += ["## pass@k", "", *_curve_lines(curves)]
-    if weights:
-        lines += ["## Weights", "", *weights]
+    for title, body in (sections or {}).items():
+        if body:
+            lines += [f"## {title}", "", *body]
     lines += ["## Details", "", *_details(rows), ""]
     tl = _trajectory_lines(traj)
     if tl:

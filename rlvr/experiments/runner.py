@@ -17,6 +17,7 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.passk import pass_at_k_matrix
+from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import build_model, model_cached, model_config, model_id
@@ -54,6 +55,8 @@ def protocol_name(ev: EvalSpec) -> str:
     name = f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}"
     if ev.kind == "weights":
         return f"weights-k{ev.k:g}-{name}"
+    if ev.kind == "dynamics":
+        return "dynamics"
     return name + (f"-ppl{ev.perplexity}" if ev.perplexity else "")
 
 
@@ -166,6 +169,8 @@ def _chunk_note(c: Cell):
 def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_chunk=None) -> dict:
     ev = exp.evaluations[c.eval]
     path, cfg, d, key = _eval_target(exp, c, out, built)
+    if ev.kind == "dynamics":
+        return evaluate_dynamics(built[model_id(c.model, c.seed)]["run"], d, key)
     if ev.kind == "weights":  # every kept checkpoint of the model and its final one, in one cell
         info = built[model_id(c.model, c.seed)]
         return evaluate_weights(path, info.get("milestones", []), built["base"]["path"], cfg, get_task(cfg), ev,

@@ -41,7 +41,7 @@ from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import EXPECTS
 
 KINDS = ("base", "rl", "sft", "sft_gold", "distill")
-EVAL_KINDS = ("samples", "weights")
+EVAL_KINDS = ("samples", "weights", "dynamics")
 """Model kinds: the pretrained base; RL with the config's recipe (the train loop); SFT on one or
 all gold traces; SFT on a teacher model's verified-right samples."""
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
@@ -74,7 +74,8 @@ class EvalSpec:
     kind: str = "samples"
     """``samples``: sample and score (:mod:`rlvr.experiments.evaluate`); ``weights``: weight-space
     measures and KL to the base at every kept checkpoint (:mod:`rlvr.experiments.weights_eval`;
-    temperature, top_p, n, problems then set the KL's samples)."""
+    temperature, top_p, n, problems then set the KL's samples); ``dynamics``: an RL model's per-step
+    training series (:mod:`rlvr.experiments.dynamics_eval`; nothing sampled)."""
     k: float = 0.05
     """``weights``: singular directions kept per matrix, a fraction of its rank (or an integer >= 1)."""
 
@@ -174,9 +175,10 @@ def parse(data: dict, name: str) -> Experiment:
         k = float(ed.get("k", 0.05))
         if not (0 < k <= 1 or (k > 1 and k.is_integer())):
             raise UserError(f"{name}.evaluations.{e}.k: {k} is neither a fraction in (0, 1] nor an integer")
-        if kind == "weights" and (ed.get("perplexity") or "milestones" in ed):
-            raise UserError(f"{name}.evaluations.{e}: a weights evaluation takes no perplexity or milestones "
-                            "(it measures every kept checkpoint)")
+        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed):
+            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity or milestones")
+        if kind == "dynamics" and any(models[m].kind != "rl" for m in ed["models"]):
+            raise UserError(f"{name}.evaluations.{e}: a dynamics evaluation reads RL runs; its models must be rl")
         evals[e] = EvalSpec(e, float(ed["temperature"]), float(ed.get("top_p", 1.0)), int(ed["n"]),
                             int(ed["problems"]), tuple(ed["models"]), int(ed.get("perplexity", 0)),
                             bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k)

@@ -191,3 +191,47 @@ def test_a_weights_cell_measures_every_checkpoint_and_resumes(tmp_path):
     assert (out / "ckpt_step_000001.json").stat().st_mtime_ns == before and again["checkpoints"][1]["kl"] == final["kl"]
     evaluate_weights(paths[1], [], str(tmp_path / "base"), cfg, ArithmeticTask(), ev, 0, out, "key2")  # new key
     assert not (out / "ckpt_step_000001.json").exists()
+
+
+def _series(pred, obs, cells=None):
+    n = len(pred)
+    cells = cells or [[0.0, 0.0, 0.0, 0.0]] * n
+    out = {"step": list(range(1, n + 1)), "dH_total": pred, "entropy_obs_change": obs,
+           "entropy": [1.0 - 0.01 * i for i in range(n)]}
+    for j, c in enumerate(("pos_peak", "pos_valley", "neg_peak", "neg_valley")):
+        out[f"dH_{c}"] = [row[j] for row in cells]
+    return {"kind": "dynamics", "series": out}
+
+
+def test_entropy_prediction_lags_the_prediction_by_one_step():
+    from rlvr.experiments import dynamics_measures as dm
+
+    pred = [1.0, -2.0, 3.0, -1.0, 2.0, 0.5]
+    obs = [None] + pred[:-1]  # the change observed at t is the one predicted at t-1, exactly
+    est, det = dm.entropy_prediction(lambda e, m, s: _series(pred, obs), {"eval": "d", "model": "g"}, [0], [None])
+    assert est[0].value == pytest.approx(1.0) and det["s0"]["steps"] == 5 and det["s0"]["sign_agreement"] == 1.0
+    x, y = dm.lagged_pairs({"step": [1, 2, 4, 5], "dH_total": [1, 2, 3, 4], "entropy_obs_change": [0, 5, 6, 7]})
+    assert x.tolist() == [1, 3] and y.tolist() == [5, 7]  # the gap 2 -> 4 breaks a pair
+
+
+def test_collapse_cell_by_hand():
+    from rlvr.experiments import dynamics_measures as dm
+
+    cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
+    st = _series([0.0, 0.0], [None, 0.0], cells)
+    est, det = dm.collapse_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
+    assert est[0].value == pytest.approx(-5 - (-2)) and det["s0"]["largest_decrease"] == "neg_valley"
+    with pytest.raises(UserError, match="cell must be"):
+        dm.collapse_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
+
+
+def test_dynamics_series_reads_the_last_row_of_each_step(tmp_path):
+    import json
+
+    from rlvr.experiments.dynamics_eval import evaluate_dynamics
+
+    rows = [{"step": 1, "dH_total": 1.0, "entropy": 0.5}, {"step": 2, "dH_total": 2.0, "entropy": 0.4},
+            {"step": 2, "dH_total": 3.0, "entropy": 0.3}, {"step": 2, "heldout_pass_rate": 0.1}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    st = evaluate_dynamics(tmp_path, tmp_path / "cell", "k")
+    assert st["series"]["dH_total"] == [1.0, 3.0] and st["series"]["entropy_obs_change"] == [None, None]

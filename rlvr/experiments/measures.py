@@ -6,7 +6,7 @@ through a ``get(eval, model, seed) -> stats`` lookup and returns one
 interval over problems) plus ``details`` for the page. Seeds: those of ``model`` when it is seeded,
 else one; ``against`` is paired seed by seed when it is seeded too, else shared.
 
-Measures (formulas in docs/commands/reproduce.md):
+Measures (formulas in docs/commands/reproduce.md; the weight and dynamics measures are registered at the end):
 
 - ``passk_diff`` (eval, model, against, k): mean_p [pass@k(model) - pass@k(against)], unbiased
   pass@k (k = "max" means n); details carry the crossover k (smallest k where against > model beyond

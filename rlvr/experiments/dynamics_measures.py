@@ -7,8 +7,10 @@ bootstrap interval over training steps.
   the update made at step t-1 (``dH_total[t-1]``: its first-order entropy change, summed over the
   batch's tokens) with the observed change of the sampled-token entropy from step t-1 to step t
   (``entropy_obs_change[t]``). > 0: the taxonomy predicts the direction of the change.
-- ``collapse_cell`` (eval, model, cell): sum_t dH_cell[t] - min over the other three cells of
-  sum_t dH_other[t]; < 0: ``cell`` contributes the largest predicted entropy decrease of the four.
+- ``driving_cell`` (eval, model, cell, direction): with ``direction: decrease``, sum_t dH_cell[t] -
+  min over the other three cells of sum_t dH_other[t]; < 0: ``cell`` contributes the largest
+  predicted entropy decrease of the four (it drives a collapse). With ``direction: increase``,
+  sum_t dH_cell[t] - max over the others; > 0: it contributes the largest increase (an explosion).
 """
 
 from __future__ import annotations
@@ -72,13 +74,18 @@ def cell_sums(series: dict) -> np.ndarray:
     return np.array([r for r in rows if None not in r], dtype=np.float64).reshape(-1, len(CELLS))
 
 
-def collapse_cell(get, args: dict, seeds, against_seeds):
+def driving_cell(get, args: dict, seeds, against_seeds):
     if args.get("cell") not in CELLS:
-        raise UserError(f"collapse_cell: cell must be one of {', '.join(CELLS)}")
+        raise UserError(f"driving_cell: cell must be one of {', '.join(CELLS)}")
+    direction = args.get("direction", "decrease")
+    if direction not in ("decrease", "increase"):
+        raise UserError("driving_cell: direction must be decrease or increase")
     j = CELLS.index(args["cell"])
     others = [i for i in range(len(CELLS)) if i != j]
 
     def stat(d: np.ndarray):
+        if direction == "increase":
+            return lambda idx: d[idx, j].sum() - d[idx][:, others].sum(0).max()
         return lambda idx: d[idx, j].sum() - d[idx][:, others].sum(0).min()
 
     out, details = [], {}
@@ -91,5 +98,6 @@ def collapse_cell(get, args: dict, seeds, against_seeds):
         details[_label(s)] = {"sum_dH": {c: float(v) for c, v in zip(CELLS, d.sum(0))},
                               "entropy_start": float(np.mean(ent[:10])) if ent else None,
                               "entropy_end": float(np.mean(ent[-10:])) if ent else None,
-                              "largest_decrease": CELLS[int(np.argmin(d.sum(0)))] if len(d) else None}
+                              "largest_decrease": CELLS[int(np.argmin(d.sum(0)))] if len(d) else None,
+                              "largest_increase": CELLS[int(np.argmax(d.sum(0)))] if len(d) else None}
     return out, details

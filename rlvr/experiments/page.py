@@ -78,11 +78,15 @@ def _details(rows: list[dict]) -> list[str]:
             text = "; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}"
                              for s, x in d.items() if s != "pooled_r")
             text += f"; pooled over seeds r = {_num(d.get('pooled_r'), '{:.3f}')}"
-        elif r["measure"] == "collapse_cell":
+        elif r["measure"] == "driving_cell":
             text = "; ".join(f"{s}: entropy {_num(x['entropy_start'], '{:.3f}')} -> "
                              f"{_num(x['entropy_end'], '{:.3f}')}, "
                              "sum dH " + ", ".join(f"{c} {v:+.2e}" for c, v in x["sum_dH"].items())
-                             + f", largest decrease {x['largest_decrease']}" for s, x in d.items())
+                             + f", largest decrease {x['largest_decrease']}, largest increase "
+                             f"{x['largest_increase']}" for s, x in d.items())
+        elif r["measure"] == "entropy_stability":
+            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f}, reference {x['reference']:.3f} nats"
+                             for s, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
         else:

@@ -214,15 +214,15 @@ def test_entropy_prediction_lags_the_prediction_by_one_step():
     assert x.tolist() == [1, 3] and y.tolist() == [5, 7]  # the gap 2 -> 4 breaks a pair
 
 
-def test_collapse_cell_by_hand():
+def test_driving_cell_by_hand():
     from rlvr.experiments import dynamics_measures as dm
 
     cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
     st = _series([0.0, 0.0], [None, 0.0], cells)
-    est, det = dm.collapse_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
+    est, det = dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
     assert est[0].value == pytest.approx(-5 - (-2)) and det["s0"]["largest_decrease"] == "neg_valley"
     with pytest.raises(UserError, match="cell must be"):
-        dm.collapse_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
+        dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
 
 
 def test_dynamics_series_reads_the_last_row_of_each_step(tmp_path):
@@ -235,3 +235,21 @@ def test_dynamics_series_reads_the_last_row_of_each_step(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     st = evaluate_dynamics(tmp_path, tmp_path / "cell", "k")
     assert st["series"]["dH_total"] == [1.0, 3.0] and st["series"]["entropy_obs_change"] == [None, None]
+
+
+def test_driving_cell_for_an_increase_and_entropy_stability_by_hand():
+    from rlvr.experiments import dynamics_measures as dm
+    from rlvr.experiments import measures
+
+    cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
+    st = _series([0.0, 0.0], [None, 0.0], cells)
+    args = {"eval": "d", "model": "g", "cell": "neg_peak", "direction": "increase"}
+    est, det = dm.driving_cell(lambda e, m, s: st, args, [0], [None])
+    assert est[0].value == pytest.approx(1 - 0.2) and det["s0"]["largest_increase"] == "neg_peak"
+    base = {"ids": ["a", "b"], "token_entropy": [0.3, 0.3]}
+    wapo = {"ids": ["a", "b"], "token_entropy": [0.2, 0.4]}   # shifts 0.1, 0.1
+    grpo = {"ids": ["a", "b"], "token_entropy": [0.8, 0.0]}   # shifts 0.5 (up), 0.3 (down)
+    look = {"base": base, "w": wapo, "g": grpo}
+    est, det = measures.entropy_stability(lambda e, m, s: look[m], {"eval": "h", "model": "w", "against": "g",
+                                                                    "level": "token"}, [None], [None])
+    assert est[0].value == pytest.approx(((0.1 - 0.5) + (0.1 - 0.3)) / 2) and det["shared"]["reference"] == 0.3

@@ -197,7 +197,8 @@ def _register_weight_measures() -> None:
                                  lambda a: f"update sparsity at bf16 - at fp32, {a['model']}"),
         "matched_weight_diff": Measure(wm.matched_weight_diff, ("eval", "model", "against", "quantity"),
                                        lambda a: f"{a['quantity']} {a['model']} - {a['against']} "
-                                                 f"(matched by {a.get('match', 'kl')})"),
+                                                 f"(matched by {a.get('match', 'kl')}"
+                                                 + (f"; {a['part']} matrices)" if a.get("part") else ")")),
         "mask_overlap": Measure(wm.mask_overlap, ("eval", "model"),
                                 lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
                                           + ("its other seeds" if a.get("pairing") == "seeds"

@@ -195,6 +195,8 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     for title, body in (sections or {}).items():
         if body:
             lines += [f"## {title}", "", *body]
+    if exp.notes and not quick:
+        lines += ["## What the run showed", "", *[f"- {n}" for n in exp.notes], ""]
     lines += ["## Details", "", *_details(rows), ""]
     tl = _trajectory_lines(traj)
     if tl:

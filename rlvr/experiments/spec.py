@@ -26,6 +26,7 @@ Schema (every key checked at load; unknown keys are errors)::
          args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}
     protocol: [...]                      # sentences for the page
     deviations: [...]                    # every deviation from the papers' protocol, and why
+    notes: [...]                         # optional: what the full run showed, why a claim failed
     quick: {overrides: [...], seeds: 2, n: 8, problems: 6}
 """
 
@@ -104,6 +105,9 @@ class Experiment:
     overrides: tuple[str, ...] = ()
     protocol: tuple[str, ...] = ()
     deviations: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What a full run showed beyond the verdicts, and why a claim failed (written after the run;
+    the page prints them under the table they read)."""
     quick: dict = field(default_factory=dict)
     parts: tuple[tuple[tuple[str, ...], float], ...] = ()
     """(evaluation names, measured minutes) of each part; empty = one part, everything."""
@@ -143,7 +147,7 @@ def _keys(d: dict, allowed: set[str], where: str, required: set[str] = frozenset
 def parse(data: dict, name: str) -> Experiment:
     """Validate a loaded YAML mapping into an :class:`Experiment` (errors name the bad key)."""
     _keys(data, {"name", "title", "papers", "config", "overrides", "seeds", "minutes", "models", "evaluations",
-                 "claims", "protocol", "deviations", "quick", "parts"}, name,
+                 "claims", "protocol", "deviations", "notes", "quick", "parts"}, name,
           {"name", "title", "models", "evaluations", "claims"})
     if data["name"] != name:
         raise UserError(f"{name}: name {data['name']!r} differs from the file name")
@@ -207,7 +211,7 @@ def parse(data: dict, name: str) -> Experiment:
     return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
                       float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
                       tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
-                      tuple(data.get("deviations", ())), dict(quick), tuple(parts))
+                      tuple(data.get("deviations", ())), tuple(data.get("notes", ())), dict(quick), tuple(parts))
 
 
 def names() -> list[str]:

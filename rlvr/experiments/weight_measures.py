@@ -11,8 +11,10 @@ every aggregate is recomputed from the resampled records). Formulas: docs/method
   sparsity is entries whose change bf16 rounding hides.
 - ``matched_weight_diff`` (eval, model, against, quantity, match): parameter-weighted mean over
   matrices of q(model) - q(against at its matched checkpoint); ``quantity`` is ``spectral_drift``,
-  ``principal_angle`` (mean principal angle of the top-k subspaces, degrees) or ``energy_ratio``
-  (principal energy share of dW over its random baseline k^2/(mn)); ``match`` is ``kl`` (the
+  ``principal_angle`` (mean principal angle of the top-k subspaces, degrees), ``energy_ratio``
+  (principal energy share of dW over its random baseline k^2/(mn)) or ``sparsity_bf16`` (share of
+  entries unchanged at bf16); optional ``part`` keeps the matrices of one kind or part
+  (``embedding``, ``mlp``, ``attention``, ``attention_q``...); ``match`` is ``kl`` (the
   checkpoint of ``against`` whose KL to the base is closest to the model's, :func:`match_index`)
   or ``norm`` (closest ||dW||_F / ||W0||_F).
 - ``mask_overlap`` (eval, model, against, pairing): chance-corrected Jaccard of two runs' bf16
@@ -34,7 +36,7 @@ from rlvr.errors import UserError
 from rlvr.experiments.verdict import Estimate
 
 QUANTITIES = {"spectral_drift": "spectral_drift", "principal_angle": "principal_angle_mean_deg",
-              "energy_ratio": "energy_ratio"}
+              "energy_ratio": "energy_ratio", "sparsity_bf16": "sparsity_bf16"}
 MATCHES = ("kl", "norm")
 PAIRINGS = ("seeds", "same_seed")
 DRAWS = 1000
@@ -98,11 +100,14 @@ def _final(stats: dict) -> dict:
     return stats["checkpoints"][-1]
 
 
-def _matrices(ckpt: dict) -> dict[str, dict]:
-    return {r["name"]: r for r in ckpt["records"] if "k" in r}
+def _matrices(ckpt: dict, part: str = "") -> dict[str, dict]:
+    """{name: record} of the 2-D matrices, only those of kind or part ``part`` when given."""
+    return {r["name"]: r for r in ckpt["records"] if "k" in r and (not part or part in (r["kind"], r["part"]))}
 
 
 def _value(r: dict, key: str) -> float:
+    if key == "sparsity_bf16":
+        return 1.0 - r["changed_bf16"] / r["numel"]
     if key == "energy_ratio":
         share = r["principal_energy_share"]
         return share / r["random_energy_share"] if share is not None and r["random_energy_share"] else math.nan
@@ -150,7 +155,7 @@ def matched_weight_diff(get, args: dict, seeds, against_seeds):
         against = get(args["eval"], args["against"], against_seeds[i % len(against_seeds)] if a_seeded else None)
         j = matched_checkpoint(mc, against, match)
         ac = against["checkpoints"][j]
-        mm, am = _matrices(mc), _matrices(ac)
+        mm, am = _matrices(mc, args.get("part", "")), _matrices(ac, args.get("part", ""))
         names = [n for n in mm if n in am and math.isfinite(_value(mm[n], key)) and math.isfinite(_value(am[n], key))]
         x = np.array([_value(mm[n], key) for n in names])
         y = np.array([_value(am[n], key) for n in names])

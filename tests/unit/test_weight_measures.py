@@ -253,3 +253,18 @@ def test_driving_cell_for_an_increase_and_entropy_stability_by_hand():
     est, det = measures.entropy_stability(lambda e, m, s: look[m], {"eval": "h", "model": "w", "against": "g",
                                                                     "level": "token"}, [None], [None])
     assert est[0].value == pytest.approx(((0.1 - 0.5) + (0.1 - 0.3)) / 2) and det["shared"]["reference"] == 0.3
+
+
+def test_matched_weight_diff_of_one_part_and_of_bf16_sparsity():
+    def mats(b1, b2):
+        return [_mat("mlp.a", 100, 0.1, 0.02) | {"changed_bf16": b1, "kind": "mlp"},
+                _mat("embedding.e", 300, 0.3, 0.04) | {"changed_bf16": b2, "kind": "embedding"}]
+
+    rl = {"kind": "weights", "checkpoints": [_ck("final", 1e-3, 1e-3, mats(90, 150))]}
+    sft = {"kind": "weights", "checkpoints": [_ck("final", 1e-3, 1e-3, mats(100, 300))]}
+    look = {"rl": rl, "sft": sft}
+    args = {"eval": "w", "model": "rl", "against": "sft", "quantity": "sparsity_bf16", "match": "norm"}
+    est, _ = wm.matched_weight_diff(lambda e, m, s: look[m], args, [0], [0])
+    assert est[0].value == pytest.approx((100 * (0.1 - 0.0) + 300 * (0.5 - 0.0)) / 400)
+    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
+    assert est[0].value == pytest.approx(0.5) and list(det["s0"]["by_part"]) == ["embedding"]

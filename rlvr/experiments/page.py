@@ -18,12 +18,18 @@ def _num(x, fmt: str = "{:+.3f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _finite(*xs) -> bool:
+    return all(isinstance(x, int | float) and x == x and abs(x) != float("inf") for x in xs)
+
+
 def ours(row: dict) -> str:
     """``+0.120 (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``"""
     if "estimates" not in row:
         return f"no estimate (missing {Path(row.get('missing', '')).parent.name or 'cells'})"
     sp = row["spread"]
-    per = ", ".join(f"{e['label']} {e['value']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" for e in row["estimates"])
+    per = ", ".join(f"{e['label']} {e['value']:+.3f} "
+                    + (f"[{e['lo']:+.3f}, {e['hi']:+.3f}]" if _finite(e["lo"], e["hi"]) else "[no interval]")
+                    for e in row["estimates"])
     if sp["seeds"] > 1:
         return f"{sp['mean']:+.3f} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); {per}"
     return per

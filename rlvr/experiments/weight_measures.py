@@ -45,8 +45,9 @@ DRAWS = 1000
 def bootstrap_stat(stat: Callable[[np.ndarray], float], n: int, draws: int = DRAWS, seed: int = 0,
                    alpha: float = 0.05) -> tuple[float, float]:
     """Percentile interval of ``stat(idx)`` over ``draws`` resamples idx (n,) of range(n) with
-    replacement (non-finite draws dropped; (nan, nan) when none is finite)."""
-    if n < 1:
+    replacement (non-finite draws dropped; (nan, nan) when none is finite). Fewer than 2 items
+    give (nan, nan): one tensor cannot show its own spread, so its claim stays inconclusive."""
+    if n < 2:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     vals = np.array([stat(rng.integers(0, n, n)) for _ in range(draws)], dtype=np.float64)

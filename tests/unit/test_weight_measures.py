@@ -33,6 +33,7 @@ def test_kappa_by_hand():
 
 def test_bootstrap_of_a_constant_statistic_has_no_width_and_of_a_ratio_brackets_it():
     assert wm.bootstrap_stat(lambda idx: 2.0, 5) == (2.0, 2.0)
+    assert all(math.isnan(v) for v in wm.bootstrap_stat(lambda idx: 2.0, 1))  # one tensor: no interval
     num, den = np.array([1.0, 2.0, 3.0, 4.0]), np.ones(4)
     lo, hi = wm.bootstrap_stat(lambda idx: num[idx].sum() / den[idx].sum(), 4)
     assert 1.0 <= lo < 2.5 < hi <= 4.0
@@ -268,3 +269,4 @@ def test_matched_weight_diff_of_one_part_and_of_bf16_sparsity():
     assert est[0].value == pytest.approx((100 * (0.1 - 0.0) + 300 * (0.5 - 0.0)) / 400)
     est, det = wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
     assert est[0].value == pytest.approx(0.5) and list(det["s0"]["by_part"]) == ["embedding"]
+    assert math.isnan(est[0].lo)  # a single matrix: no interval, so the verdict cannot be reproduced

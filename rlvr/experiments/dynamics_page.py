@@ -31,13 +31,13 @@ def dynamics_lines(exp, seeds_of: Callable, load: Callable) -> list[str]:
     evs = [e for e in exp.evaluations.values() if e.kind == "dynamics"]
     if not evs:
         return []
-    ev = max(evs, key=lambda e: len(e.models))
     head = " | ".join(f"window {i + 1}" for i in range(POINTS))
-    lines = [f"Training series (evaluation `{ev.name}`): means over {POINTS} equal windows of the steps, "
-             "then over seeds. Entropy: the sampled tokens' mean next-token entropy (nats); dH: the "
-             "cells' predicted first-order entropy change summed over each window's steps.", "",
+    lines = [f"Training series (evaluations {', '.join(f'`{e.name}`' for e in evs)}): means over {POINTS} equal "
+             "windows of the steps, then over seeds. Entropy: the sampled tokens' mean next-token entropy (nats); "
+             "dH: the cells' predicted first-order entropy change summed over each window's steps.", "",
              f"| model | series | {head} |", "|---|---|" + "---|" * POINTS]
-    for m in ev.models:
+    for m in dict.fromkeys(m for e in evs for m in e.models):  # every model once, in declaration order
+        ev = next(e for e in evs if m in e.models)
         per_seed = []
         for s in seeds_of(m):
             try:

@@ -175,7 +175,7 @@ MEASURES: dict[str, Measure] = {
     "entropy_diff": Measure(entropy_diff, ("eval", "model", "against", "level"),
                             lambda a: f"{a['level']} entropy (nats) {a['model']} - {a['against']}"),
     "entropy_stability": Measure(entropy_stability, ("eval", "model", "against", "level"),
-                                 lambda a: f"|{a['level']} entropy shift from {a.get('reference', 'base')}| "
+                                 lambda a: f"abs({a['level']} entropy - {a.get('reference', 'base')}'s) "
                                            f"{a['model']} - {a['against']}"),
     "ppl_diff": Measure(ppl_diff, ("eval", "model", "against"),
                         lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own"),

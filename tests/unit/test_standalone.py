@@ -49,6 +49,7 @@ def test_every_methods_page_is_in_the_methods_index() -> None:
 
 RESULTS_PAGES = ("results.md", "curves_results.md", "unsupervised_results.md", "excursions.md",
                  "performance.md", "pipeline.md", "reproductions/boundary/README.md", "reproductions/weights/README.md",
+                 "reproductions/wapo/README.md",
                  "code_results.md")
 PROVENANCE_HEADER = "| command | CPU (model, flags) | threads | precision | date |"
 

@@ -74,8 +74,17 @@ def run(args) -> int:
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
+    from rlvr.experiments.dynamics_page import dynamics_lines
+    from rlvr.experiments.runner import load_stats, seeds_of
+    from rlvr.experiments.weight_page import weight_lines
+
+    def look(ev, m, s):
+        return load_stats(out, ev, m, s)
+
+    sections = {"Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
+                "Training dynamics": dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds), look)}
     page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
-                      machine_line(machine_info(prec)), command, args.quick)
+                      machine_line(machine_info(prec)), command, args.quick, sections)
     width = max((len(r["id"]) for r in rows), default=10)
     for r in rows:
         print(f"{r['id']:{width}s}  {r['verdict']}")

@@ -100,3 +100,32 @@ def perplexity_of_rows(model, tok, rows: list[dict]) -> dict:
 def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:
     model, tok = load_policy(base_checkpoint, device="auto")
     return perplexity_of_rows(model, tok, rows)
+
+
+def mean_kl_under(model, ref, tok, prompts: list[str], completions: list[str], batch_size: int = 128) -> list[float]:
+    """Per text, (1/T) sum_t KL(pi_model(. | x, y_<t) || pi_ref(. | x, y_<t)) over the T completion
+    tokens (EOS excluded), exact over the vocabulary: logits (B, T, V) of both models at the same
+    positions, log-softmax in float32. ``completions`` are normally the model's own samples, so the
+    mean is a Monte Carlo estimate of the per-token KL of the model to ``ref`` on those prompts."""
+    model.eval()
+    ref.eval()
+    out: list[float] = []
+    for s in range(0, len(prompts), batch_size):
+        ids_p, mask_p = tok.batch_encode_left(prompts[s : s + batch_size])
+        comp = [tok.encode(c) for c in completions[s : s + batch_size]]
+        width = max(1, max(len(c) for c in comp))
+        ids_c = torch.full((len(comp), width), tok.pad_id, dtype=torch.long)
+        mask_c = torch.zeros((len(comp), width), dtype=torch.bool)
+        for i, c in enumerate(comp):
+            ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            mask_c[i, : len(c)] = True
+        ids, mask = torch.cat([ids_p, ids_c], 1), torch.cat([mask_p, mask_c], 1)
+        with torch.no_grad():
+            lp = torch.log_softmax(completion_logits(model, ids.to(model_device(model)), mask.to(model_device(model)),
+                                                     ids_p.shape[1]).float().cpu(), -1)  # (B, T, V)
+            lq = torch.log_softmax(completion_logits(ref, ids.to(model_device(ref)), mask.to(model_device(ref)),
+                                                     ids_p.shape[1]).float().cpu(), -1)
+            kl = (lp.exp() * (lp - lq)).sum(-1)  # (B, T)
+        n = mask_c.sum(-1).clamp(min=1)
+        out.extend(((kl * mask_c).sum(-1) / n).tolist())
+    return out

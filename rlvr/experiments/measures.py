@@ -6,7 +6,7 @@ through a ``get(eval, model, seed) -> stats`` lookup and returns one
 interval over problems) plus ``details`` for the page. Seeds: those of ``model`` when it is seeded,
 else one; ``against`` is paired seed by seed when it is seeded too, else shared.
 
-Measures (formulas in docs/commands/reproduce.md):
+Measures (formulas in docs/commands/reproduce.md; the weight and dynamics measures are registered at the end):
 
 - ``passk_diff`` (eval, model, against, k): mean_p [pass@k(model) - pass@k(against)], unbiased
   pass@k (k = "max" means n); details carry the crossover k (smallest k where against > model beyond
@@ -15,6 +15,9 @@ Measures (formulas in docs/commands/reproduce.md):
   ``against`` solves p in n samples (shrunk), E_p = 1 when only ``model`` does (expanded); > 0 means
   shrinkage outweighs expansion. Details: P/S/E/O counts, SRR, NDR, SDS, NSCR.
 - ``entropy_diff`` (eval, model, against, level: token | answer): mean_p [H_p(model) - H_p(against)].
+- ``entropy_stability`` (eval, model, against, level, reference = base): mean_p [|H_p(model) -
+  H_p(ref)| - |H_p(against) - H_p(ref)|]; < 0 means the model's entropy stays closer to the
+  reference's than ``against``'s does (a collapse and an explosion both count as a shift).
 - ``ppl_diff`` (eval, model, against): mean_p [logPPL_base(model's correct samples) -
   logPPL_base(against's own samples)] over problems where both exist; < 0 means the model's right
   answers are ones the base already rates as more likely than its own typical output.
@@ -30,6 +33,8 @@ import numpy as np
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
+from rlvr.experiments import dynamics_measures as dm
+from rlvr.experiments import weight_measures as wm
 from rlvr.experiments.verdict import Estimate
 
 Get = Callable[[str, str, "int | None"], dict]
@@ -49,7 +54,7 @@ class Measure:
         ev = evals.get(args["eval"])
         if ev is None:
             raise UserError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
-        for key in ("model", "against"):
+        for key in ("model", "against", "reference"):
             if key in args and args[key] not in ev.models:
                 raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']}")
 
@@ -127,6 +132,25 @@ def entropy_diff(get: Get, args: dict, seeds, against_seeds):
     return out, details
 
 
+def entropy_stability(get: Get, args: dict, seeds, against_seeds):
+    """mean_p [|H_p(model) - H_p(ref)| - |H_p(against) - H_p(ref)|] (token or answer level), ``ref``
+    an unseeded model of the same evaluation (default base); < 0: the model stays closer to the
+    reference's entropy than ``against`` does, whichever way ``against`` moved."""
+    key = {"token": "token_entropy", "answer": "answer_entropy"}[args["level"]]
+    ref = get(args["eval"], args.get("reference", "base"), None)
+    out, details = [], {}
+    for s, m, a in _pairs(get, args, seeds, against_seeds):
+        if m["ids"] != ref["ids"]:
+            raise UserError(f"{args['model']} and the reference were evaluated on different problems")
+        d = np.array([abs(x - r) - abs(y - r) for x, y, r in zip(m[key], a[key], ref[key])
+                      if x is not None and y is not None and r is not None])
+        out.append(_estimate(s, d))
+        details[_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
+                              "against": float(np.mean([y for y in a[key] if y is not None])),
+                              "reference": float(np.mean([r for r in ref[key] if r is not None]))}
+    return out, details
+
+
 def ppl_diff(get: Get, args: dict, seeds, against_seeds):
     out, details = [], {}
     for s, m, a in _pairs(get, args, seeds, against_seeds):
@@ -150,6 +174,36 @@ MEASURES: dict[str, Measure] = {
                                lambda a: f"(shrunk - expanded) / problems, {a['model']} vs {a['against']}"),
     "entropy_diff": Measure(entropy_diff, ("eval", "model", "against", "level"),
                             lambda a: f"{a['level']} entropy (nats) {a['model']} - {a['against']}"),
+    "entropy_stability": Measure(entropy_stability, ("eval", "model", "against", "level"),
+                                 lambda a: f"abs({a['level']} entropy - {a.get('reference', 'base')}'s) "
+                                           f"{a['model']} - {a['against']}"),
     "ppl_diff": Measure(ppl_diff, ("eval", "model", "against"),
                         lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own"),
 }
+
+
+def _register_weight_measures() -> None:
+    """The weight-space (:mod:`rlvr.experiments.weight_measures`) and training-dynamics
+    (:mod:`rlvr.experiments.dynamics_measures`) measures."""
+    MEASURES.update({
+        "entropy_prediction": Measure(dm.entropy_prediction, ("eval", "model"),
+                                      lambda a: f"corr(predicted dH of step t-1, observed entropy change at t), "
+                                                f"{a['model']}"),
+        "driving_cell": Measure(dm.driving_cell, ("eval", "model", "cell"),
+                                lambda a: f"sum dH_{a['cell']} - the "
+                                          f"{'highest' if a.get('direction') == 'increase' else 'lowest'} "
+                                          f"other cell's sum, {a['model']}"),
+        "precision_gap": Measure(wm.precision_gap, ("eval", "model"),
+                                 lambda a: f"update sparsity at bf16 - at fp32, {a['model']}"),
+        "matched_weight_diff": Measure(wm.matched_weight_diff, ("eval", "model", "against", "quantity"),
+                                       lambda a: f"{a['quantity']} {a['model']} - {a['against']} "
+                                                 f"(matched by {a.get('match', 'kl')}"
+                                                 + (f"; {a['part']} matrices)" if a.get("part") else ")")),
+        "mask_overlap": Measure(wm.mask_overlap, ("eval", "model"),
+                                lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
+                                          + ("its other seeds" if a.get("pairing") == "seeds"
+                                             else a.get("against", "?"))),
+    })
+
+
+_register_weight_measures()

@@ -8,7 +8,8 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
 - ``rl``: the config's RL recipe from the experiment's ``base`` through the train loop (resumed from
   its last good checkpoint after a kill), keeping ``milestones`` evenly spaced checkpoints;
 - ``sft`` / ``sft_gold``: SFT from ``base`` on one / all gold traces of the training problems
-  (``excursions.steps`` steps at ``excursions.sft_lr``);
+  (``excursions.steps`` steps at ``excursions.sft_lr``), keeping ``milestones`` evenly spaced
+  checkpoints (``models/<name>/milestones/step_XXXXXX``);
 - ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems.
 """
 
@@ -133,9 +134,19 @@ def _supervised(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Pa
     torch.manual_seed(cfg.train.seed)
     model, tok = load_policy(start)
     log = MetricsLog(d)
+    steps = cfg.excursions.steps
+    every = max(1, steps // spec.milestones) if spec.milestones else 0
+    kept: list[str] = []
+
+    def keep(step: int) -> None:  # evenly spaced checkpoints, the final one excluded
+        if every and step % every == 0 and step < steps:
+            save_policy(model, tok, d / "milestones" / f"step_{step:06d}")
+            kept.append(str(d / "milestones" / f"step_{step:06d}"))
+
     try:
-        budget = run_pipeline(cfg, spec.kind, model, tok, get_task(cfg), log, Path(teacher) if teacher else None)
+        budget = run_pipeline(cfg, spec.kind, model, tok, get_task(cfg), log, Path(teacher) if teacher else None,
+                              keep)
     finally:
         log.close()
     save_policy(model, tok, d / "model")
-    return {"path": str(d / "model"), "milestones": [], "budget": budget}
+    return {"path": str(d / "model"), "milestones": kept, "budget": budget}

@@ -18,15 +18,28 @@ def _num(x, fmt: str = "{:+.3f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _finite(*xs) -> bool:
+    return all(isinstance(x, int | float) and x == x and abs(x) != float("inf") for x in xs)
+
+
 def ours(row: dict) -> str:
     """``+0.120 (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``"""
     if "estimates" not in row:
         return f"no estimate (missing {Path(row.get('missing', '')).parent.name or 'cells'})"
     sp = row["spread"]
-    per = ", ".join(f"{e['label']} {e['value']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]" for e in row["estimates"])
+    per = ", ".join(f"{e['label']} {e['value']:+.3f} "
+                    + (f"[{e['lo']:+.3f}, {e['hi']:+.3f}]" if _finite(e["lo"], e["hi"]) else "[no interval]")
+                    for e in row["estimates"])
     if sp["seeds"] > 1:
         return f"{sp['mean']:+.3f} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); {per}"
     return per
+
+
+def _interval_text(exp: Experiment) -> str:
+    kinds = {e.kind for e in exp.evaluations.values()}
+    parts = (["paired bootstrap over problems"] if "samples" in kinds else []) + \
+        (["bootstrap over the model's tensors for the weight measures"] if "weights" in kinds else [])
+    return "; ".join(parts)
 
 
 def verdict_table(rows: list[dict]) -> list[str]:
@@ -53,6 +66,33 @@ def _details(rows: list[dict]) -> list[str]:
             text = "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in x["counts"].items()) + ", "
                              + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["rates"].items())
                              + f" (k = {x['k']})" for s, x in d.items())
+        elif r["measure"] == "precision_gap":
+            text = "; ".join(f"{s}: sparsity bf16 {x['sparsity_bf16']:.4f}, fp32 {x['sparsity_fp32']:.4f}; by part "
+                             + ", ".join(f"{p} {v['bf16']:.3f}/{v['fp32']:.3f}" for p, v in x["by_part"].items())
+                             for s, x in d.items())
+        elif r["measure"] == "matched_weight_diff":
+            text = "; ".join(f"{s}: {m} {_num(x['model'], '{:.4g}')} vs {a}@{x['matched']} "
+                             f"{_num(x['against'], '{:.4g}')}"
+                             f" (KL {x['model_kl']:.2e} vs {x['against_kl']:.2e}, norm {x['model_norm']:.2e} vs "
+                             f"{x['against_norm']:.2e}); by part " + ", ".join(
+                                 f"{p} {v['model']:.3g}/{v['against']:.3g}" for p, v in x["by_part"].items())
+                             for s, x in d.items())
+        elif r["measure"] == "mask_overlap":
+            text = "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
+                             f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
+        elif r["measure"] == "entropy_prediction":
+            text = "; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}"
+                             for s, x in d.items() if s != "pooled_r")
+            text += f"; pooled over seeds r = {_num(d.get('pooled_r'), '{:.3f}')}"
+        elif r["measure"] == "driving_cell":
+            text = "; ".join(f"{s}: entropy {_num(x['entropy_start'], '{:.3f}')} -> "
+                             f"{_num(x['entropy_end'], '{:.3f}')}, "
+                             "sum dH " + ", ".join(f"{c} {v:+.2e}" for c, v in x["sum_dH"].items())
+                             + f", largest decrease {x['largest_decrease']}, largest increase "
+                             f"{x['largest_increase']}" for s, x in d.items())
+        elif r["measure"] == "entropy_stability":
+            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f}, reference {x['reference']:.3f} nats"
+                             for s, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
         else:
@@ -140,8 +180,9 @@ def provenance(command: str, machine: str) -> list[str]:
 
 
 def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
-               command: str, quick: bool) -> Path:
-    """Write README.md, table.json and the plots; -> README.md."""
+               command: str, quick: bool, sections: dict[str, list[str]] | None = None) -> Path:
+    """Write README.md, table.json and the plots; -> README.md. ``sections``: {title: markdown
+    lines} of extra sections before the details (weights, training dynamics), empty ones skipped."""
     plots = plot_passk(exp, curves, out)
     done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
@@ -151,11 +192,18 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
              f"Experiment `{exp.name}`{form}; "
              f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
              "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "
-             "otherwise (intervals: paired bootstrap over problems).", "",
+             f"otherwise (intervals: {_interval_text(exp)}).", "",
              *verdict_table(rows), ""]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
-    lines += ["## pass@k", "", *_curve_lines(curves), "## Details", "", *_details(rows), ""]
+    if curves:
+        lines += ["## pass@k", "", *_curve_lines(curves)]
+    for title, body in (sections or {}).items():
+        if body:
+            lines += [f"## {title}", "", *body]
+    if exp.notes and not quick:
+        lines += ["## What the run showed", "", *[f"- {n}" for n in exp.notes], ""]
+    lines += ["## Details", "", *_details(rows), ""]
     tl = _trajectory_lines(traj)
     if tl:
         lines += ["## Through training", "", *tl]

@@ -17,11 +17,13 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.passk import pass_at_k_matrix
+from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import build_model, model_cached, model_config, model_id
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.verdict import spread, verdict
+from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
 from rlvr.train.state import get_task
 
@@ -51,6 +53,10 @@ def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
 def protocol_name(ev: EvalSpec) -> str:
     """The folder of an evaluation protocol: evaluations with the same protocol share their cells."""
     name = f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}"
+    if ev.kind == "weights":
+        return f"weights-k{ev.k:g}-{name}"
+    if ev.kind == "dynamics":
+        return "dynamics"
     return name + (f"-ppl{ev.perplexity}" if ev.perplexity else "")
 
 
@@ -136,7 +142,7 @@ def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tupl
                 if model_id(m, s) not in built:  # its model failed: nothing to evaluate
                     continue
                 out.append(Cell("eval", m, s, ev.name))
-                if ev.milestones:
+                if ev.milestones and ev.kind == "samples":
                     out += [Cell("eval", m, s, ev.name, Path(p).name)
                             for p in built[model_id(m, s)].get("milestones", [])]
     return out
@@ -148,6 +154,8 @@ def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
     key = f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}|{config_hash(cfg.sampling)}"
+    if exp.evaluations[c.eval].kind == "weights":  # the cell covers the kept checkpoints too
+        key += "|" + ",".join(Path(p).name for p in info.get("milestones", []))
     return path, cfg, eval_dir(out, exp.evaluations[c.eval], c.model, c.seed, c.milestone), key
 
 
@@ -161,6 +169,12 @@ def _chunk_note(c: Cell):
 def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_chunk=None) -> dict:
     ev = exp.evaluations[c.eval]
     path, cfg, d, key = _eval_target(exp, c, out, built)
+    if ev.kind == "dynamics":
+        return evaluate_dynamics(built[model_id(c.model, c.seed)]["run"], d, key)
+    if ev.kind == "weights":  # every kept checkpoint of the model and its final one, in one cell
+        info = built[model_id(c.model, c.seed)]
+        return evaluate_weights(path, info.get("milestones", []), built["base"]["path"], cfg, get_task(cfg), ev,
+                                SAMPLING_SEED, d, key)
     return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
                           ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk)
 
@@ -240,7 +254,7 @@ def passk_curves(exp: Experiment, out: Path, seeds: int) -> dict:
     """{eval: {model: {k: mean over seeds of pass@k}}} for k = 1, 2, 4, ... n of every evaluated
     model (milestones excluded), from the cells on disk."""
     res: dict = {}
-    for ev in exp.evaluations.values():
+    for ev in (e for e in exp.evaluations.values() if e.kind == "samples"):
         ks = [1 << e for e in range(ev.n.bit_length()) if (1 << e) <= ev.n]
         for m in ev.models:
             per_seed = []

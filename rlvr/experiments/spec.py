@@ -16,14 +16,17 @@ Schema (every key checked at load; unknown keys are errors)::
       base: {kind: base}
       rl: {kind: rl, seeded: true, overrides: [...]}
       distill: {kind: distill, teacher: teacher, seeded: true}
+      sft: {kind: sft, seeded: true, milestones: 8}  # milestones: kept checkpoints (RL and SFT)
     evaluations:                         # sampling protocols, each run on some models
       t06: {temperature: 0.6, top_p: 0.95, n: 1024, problems: 128, models: [base, rl],
             perplexity: 32, milestones: false}
+      w: {kind: weights, k: 0.05, temperature: 1.0, n: 4, problems: 64, models: [rl, sft]}
     claims:
       - {id: rl_wins_small_k, claim: "...", paper: "...", measure: passk_diff,
          args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}
     protocol: [...]                      # sentences for the page
     deviations: [...]                    # every deviation from the papers' protocol, and why
+    notes: [...]                         # optional: what the full run showed, why a claim failed
     quick: {overrides: [...], seeds: 2, n: 8, problems: 6}
 """
 
@@ -39,6 +42,7 @@ from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import EXPECTS
 
 KINDS = ("base", "rl", "sft", "sft_gold", "distill")
+EVAL_KINDS = ("samples", "weights", "dynamics")
 """Model kinds: the pretrained base; RL with the config's recipe (the train loop); SFT on one or
 all gold traces; SFT on a teacher model's verified-right samples."""
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
@@ -52,7 +56,8 @@ class ModelSpec:
     overrides: tuple[str, ...] = ()
     teacher: str = ""
     milestones: int = 0
-    """Keep this many evenly spaced checkpoints through RL (for evaluations with milestones)."""
+    """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
+    evaluations with milestones and weights evaluations (the final model is not counted)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,13 @@ class EvalSpec:
     """Score this many samples per problem of each model under the base (0 = skip)."""
     milestones: bool = False
     """Also evaluate each RL model's kept checkpoints (entropy through training)."""
+    kind: str = "samples"
+    """``samples``: sample and score (:mod:`rlvr.experiments.evaluate`); ``weights``: weight-space
+    measures and KL to the base at every kept checkpoint (:mod:`rlvr.experiments.weights_eval`;
+    temperature, top_p, n, problems then set the KL's samples); ``dynamics``: an RL model's per-step
+    training series (:mod:`rlvr.experiments.dynamics_eval`; nothing sampled)."""
+    k: float = 0.05
+    """``weights``: singular directions kept per matrix, a fraction of its rank (or an integer >= 1)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,9 @@ class Experiment:
     overrides: tuple[str, ...] = ()
     protocol: tuple[str, ...] = ()
     deviations: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What a full run showed beyond the verdicts, and why a claim failed (written after the run;
+    the page prints them under the table they read)."""
     quick: dict = field(default_factory=dict)
     parts: tuple[tuple[tuple[str, ...], float], ...] = ()
     """(evaluation names, measured minutes) of each part; empty = one part, everything."""
@@ -132,7 +147,7 @@ def _keys(d: dict, allowed: set[str], where: str, required: set[str] = frozenset
 def parse(data: dict, name: str) -> Experiment:
     """Validate a loaded YAML mapping into an :class:`Experiment` (errors name the bad key)."""
     _keys(data, {"name", "title", "papers", "config", "overrides", "seeds", "minutes", "models", "evaluations",
-                 "claims", "protocol", "deviations", "quick", "parts"}, name,
+                 "claims", "protocol", "deviations", "notes", "quick", "parts"}, name,
           {"name", "title", "models", "evaluations", "claims"})
     if data["name"] != name:
         raise UserError(f"{name}: name {data['name']!r} differs from the file name")
@@ -151,16 +166,26 @@ def parse(data: dict, name: str) -> Experiment:
         raise UserError(f"{name}.models: needs a model called base of kind base (every comparison's reference)")
     evals: dict[str, EvalSpec] = {}
     for e, ed in data["evaluations"].items():
-        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones"},
+        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones", "kind", "k"},
               f"{name}.evaluations.{e}", {"temperature", "n", "problems", "models"})
         for m in ed["models"]:
             if m not in models:
                 raise UserError(f"{name}.evaluations.{e}.models: unknown model {m!r}")
         if int(ed["n"]) < 1 or int(ed["problems"]) < 1:
             raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
+        kind = ed.get("kind", "samples")
+        if kind not in EVAL_KINDS:
+            raise UserError(f"{name}.evaluations.{e}.kind: unknown {kind!r}; use one of {', '.join(EVAL_KINDS)}")
+        k = float(ed.get("k", 0.05))
+        if not (0 < k <= 1 or (k > 1 and k.is_integer())):
+            raise UserError(f"{name}.evaluations.{e}.k: {k} is neither a fraction in (0, 1] nor an integer")
+        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed):
+            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity or milestones")
+        if kind == "dynamics" and any(models[m].kind != "rl" for m in ed["models"]):
+            raise UserError(f"{name}.evaluations.{e}: a dynamics evaluation reads RL runs; its models must be rl")
         evals[e] = EvalSpec(e, float(ed["temperature"]), float(ed.get("top_p", 1.0)), int(ed["n"]),
                             int(ed["problems"]), tuple(ed["models"]), int(ed.get("perplexity", 0)),
-                            bool(ed.get("milestones", False)))
+                            bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k)
     claims = []
     for i, cd in enumerate(data["claims"]):
         where = f"{name}.claims[{i}]"
@@ -186,7 +211,7 @@ def parse(data: dict, name: str) -> Experiment:
     return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
                       float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
                       tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
-                      tuple(data.get("deviations", ())), dict(quick), tuple(parts))
+                      tuple(data.get("deviations", ())), tuple(data.get("notes", ())), dict(quick), tuple(parts))
 
 
 def names() -> list[str]:

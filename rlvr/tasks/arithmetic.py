@@ -46,6 +46,11 @@ def digest(task_name: str, canonical: str) -> str:
     return hashlib.sha256(f"{task_name}|{canonical}".encode()).hexdigest()
 
 
+def train_shard_of(canonical: str, shards: int) -> int:
+    """Shard (0..shards-1) of a training problem, from a stable hash of its canonical text."""
+    return int(digest("train-shard", canonical)[:12], 16) % shards
+
+
 def split_of(task_name: str, canonical: str, heldout_frac: float) -> str:
     """``"heldout"`` for about ``heldout_frac`` of canonical texts, else ``"train"``; stable hash."""
     u = int(digest(task_name, canonical)[:12], 16) / float(16**12)
@@ -248,7 +253,8 @@ class ArithmeticTask:
     ``max_solutions`` (cap on distinct traces per problem, default 24), ``commute`` (also write each
     ``+``/``*`` step with its operands swapped, ``4*2=8`` or ``2*4=8``: many more gold traces per problem,
     default False), ``heldout_frac`` (default 0.15), ``pool_size`` (distinct problems drawn when n=None,
-    default 5000), ``seed`` (default 0).
+    default 5000), ``seed`` (default 0), ``train_shards`` / ``train_shard`` (train on one of that many
+    disjoint hash shards of the train split; default 1 / 0: all of it).
     """
 
     name = "arithmetic"
@@ -265,10 +271,16 @@ class ArithmeticTask:
         pool_size: int = 5000,
         seed: int = 0,
         commute: bool = False,
+        train_shards: int = 1,
+        train_shard: int = 0,
     ) -> None:
         check_range("operands", min_operands, max_operands, 2, 8)
         if not isinstance(commute, bool):
             raise UserError(f"commute={commute!r}; use true or false")
+        if not (isinstance(train_shards, int) and isinstance(train_shard, int) and 0 <= train_shard < train_shards):
+            raise UserError(f"bad train_shard={train_shard!r} of train_shards={train_shards!r}; "
+                            "use integers with 0 <= train_shard < train_shards")
+        self.train_shards, self.train_shard = train_shards, train_shard
         check_range("value", 1, max_value, 1, 9)
         if not ops or set(ops) - set("+*-") or len(set(ops)) != len(ops):
             raise UserError(f"bad ops={ops!r}; use a non-empty subset of '+*-', e.g. '+*'")
@@ -297,8 +309,17 @@ class ArithmeticTask:
         return Problem("", f"Q:{expr}\n", ans, sols, {"operands": n})
 
     def problems(self, split: str, n: int | None = None) -> list[Problem]:
-        """Deterministic problems of ``split``; the first n (its share of ``pool_size`` if None)."""
-        return self._pool.take(split, n)
+        """Deterministic problems of ``split``; the first n (its share of ``pool_size`` if None).
+        With ``train_shards`` > 1 the train split keeps only the problems whose prompt hashes to
+        ``train_shard`` (disjoint training sets of one distribution; held-out problems unchanged)."""
+        if split != "train" or self.train_shards == 1:
+            return self._pool.take(split, n)
+        mine = [p for p in self._pool.take(split, None)
+                if train_shard_of(p.prompt, self.train_shards) == self.train_shard]
+        if n is not None and len(mine) < n:
+            raise UserError(f"train shard {self.train_shard} of {self.train_shards} has only {len(mine)} problems "
+                            f"within pool_size, {n} asked; ask for fewer or raise pool_size")
+        return mine if n is None else mine[:n]
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         """right iff the last ``A:`` line is the integer value; never raises."""

@@ -105,8 +105,10 @@ def rl_phase(cfg: RunConfig, model, tok, steps: int, log: MetricsLog, c: Counter
         log.write({**m, "phase": "rl", "step": c.opt_steps, "policy_samples": c.policy_samples})
 
 
-def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters) -> None:
-    """``steps`` SFT steps (fresh AdamW, lr ``excursions.sft_lr``) on seeded batches of ``pairs``."""
+def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters,
+              on_step: Callable[[int], None] | None = None) -> None:
+    """``steps`` SFT steps (fresh AdamW, lr ``excursions.sft_lr``) on seeded batches of ``pairs``;
+    ``on_step(optimiser steps so far)`` after each (e.g. to keep milestone checkpoints)."""
     opt = sft_optimizer(model, cfg.excursions.sft_lr, cfg.optim.betas, cfg.optim.weight_decay)
     it = batches(pairs, sft_batch_size(cfg), cfg.train.seed)
     for _ in range(steps):
@@ -115,6 +117,8 @@ def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsL
         c.opt_steps += 1
         c.sft_pairs += len(batch)
         log.write({**m, "phase": "sft", "step": c.opt_steps, "sft_pairs": c.sft_pairs})
+        if on_step is not None:
+            on_step(c.opt_steps)
 
 
 def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters) -> None:
@@ -153,14 +157,15 @@ def distill_data(cfg: RunConfig, task, teacher: Path, c: Counters) -> list:
 
 
 def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLog,
-                 teacher: Path | None = None) -> dict:
-    """Train ``model`` in place with ``pipeline`` on the configured budget -> budget counters."""
+                 teacher: Path | None = None, on_step: Callable[[int], None] | None = None) -> dict:
+    """Train ``model`` in place with ``pipeline`` on the configured budget -> budget counters.
+    ``on_step``: called after each SFT step of the sft, sft_gold and distill pipelines."""
     S, c = cfg.excursions.steps, Counters()
     golds = lambda mode: sft_pairs(train_problems(cfg, task), mode)  # noqa: E731
     if pipeline == "rl":
         rl_phase(cfg, model, tok, S, log, c)
     elif pipeline in ("sft", "sft_gold"):
-        sft_phase(cfg, model, tok, golds(pipeline), S, log, c)
+        sft_phase(cfg, model, tok, golds(pipeline), S, log, c, on_step)
     elif pipeline == "sft_then_rl":
         sft_phase(cfg, model, tok, golds(cfg.excursions.sft_data), S // 2, log, c)
         rl_phase(cfg, model, tok, S - S // 2, log, c)
@@ -169,7 +174,7 @@ def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLo
     elif pipeline == "distill":
         if teacher is None:
             raise UserError("the distill pipeline needs a teacher; set excursions.teacher")
-        sft_phase(cfg, model, tok, distill_data(cfg, task, teacher, c), S, log, c)
+        sft_phase(cfg, model, tok, distill_data(cfg, task, teacher, c), S, log, c, on_step)
     elif pipeline != "base":
         raise UserError(f"unknown pipeline {pipeline!r}; use base or one of {', '.join(EXCURSION_PIPELINES)}")
     return c.as_dict()

@@ -39,10 +39,11 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert lines[2].startswith("**Provenance**")
     assert lines[4] == "| command | CPU (model, flags) | threads | precision | date |"
     assert lines[6].startswith("| `rlvr reproduce") and lines[6].split("|")[-2].strip().startswith("20")  # a date
-    # a killed evaluation: one model's statistics and one chunk gone -> only that cell runs again
-    victim = next(out.glob("evals/*/base/stats.json"))
+    # a killed evaluation: one model's statistics and one chunk (samples) or checkpoint (weights) gone
+    # -> only that cell runs again
+    victim = sorted(out.glob("evals/*/*/stats.json"))[0]
     victim.unlink()
-    next(victim.parent.glob("samples/chunk_*.jsonl")).unlink()
+    next(iter([*victim.parent.glob("samples/chunk_*.jsonl"), *victim.parent.glob("ckpt_*.json")])).unlink()
     before = {p: p.stat().st_mtime_ns for p in out.glob("evals/*/*/stats.json")}
     assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet"]) == 0
     assert victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())

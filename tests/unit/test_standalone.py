@@ -48,7 +48,8 @@ def test_every_methods_page_is_in_the_methods_index() -> None:
 
 
 RESULTS_PAGES = ("results.md", "curves_results.md", "unsupervised_results.md", "excursions.md",
-                 "weights_rl_vs_sft.md", "performance.md", "pipeline.md", "reproductions/boundary/README.md",
+                 "performance.md", "pipeline.md", "reproductions/boundary/README.md", "reproductions/weights/README.md",
+                 "reproductions/wapo/README.md",
                  "code_results.md")
 PROVENANCE_HEADER = "| command | CPU (model, flags) | threads | precision | date |"
 

@@ -1,0 +1,46 @@
+"""A ``kind: dynamics`` evaluation cell: the per-step training series of one RL model, read from its
+run's ``metrics.jsonl`` (nothing is sampled): sampled-token entropy, its observed change, the
+predicted first-order change of the four entropy-dynamics cells (docs/methods/losses.md, "The
+entropy-dynamics view"), pass rate and learning rate. ``stats.json`` =
+{"kind": "dynamics", "series": {key: [one value per step, None where the step did not log it]}}.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from rlvr.algo.diagnostics import CELLS
+from rlvr.errors import UserError
+from rlvr.paths import atomic_write, iter_jsonl
+
+SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
+          *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate")
+
+
+def read_series(metrics: Path) -> dict[str, list]:
+    """{key: [value per step]} of :data:`SERIES` from a run's metrics.jsonl (the last row of each
+    step wins, so a resumed run's repeated steps count once)."""
+    if not metrics.exists():
+        raise UserError(f"{metrics} is missing: a dynamics evaluation needs an RL run's metrics")
+    by_step: dict[int, dict] = {}
+    for _, row in iter_jsonl(metrics):
+        if "step" in row and "dH_total" in row:
+            by_step[int(row["step"])] = row
+    steps = sorted(by_step)
+    return {k: [by_step[s].get(k) for s in steps] for k in SERIES}
+
+
+def evaluate_dynamics(run_dir: str | Path, out: Path, key: str = "") -> dict:
+    """Write ``out/stats.json`` from ``run_dir/metrics.jsonl`` -> the stats (cached under ``key``)."""
+    done, key_file = out / "stats.json", out / "key"
+    if key_file.exists() and key_file.read_text() != key:
+        shutil.rmtree(out)
+    if done.exists():
+        return json.loads(done.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(key)
+    stats = {"kind": "dynamics", "series": read_series(Path(run_dir) / "metrics.jsonl")}
+    atomic_write(done, json.dumps(stats))
+    return stats

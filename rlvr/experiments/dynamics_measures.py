@@ -1,0 +1,103 @@
+"""Measures over training dynamics (``kind: dynamics`` cells, :mod:`rlvr.experiments.dynamics_eval`):
+does the token-level taxonomy predict the entropy change, and which cell drives a collapse
+(docs/methods/losses.md, "The entropy-dynamics view"). One estimate per seed, with a 95% percentile
+bootstrap interval over training steps.
+
+- ``entropy_prediction`` (eval, model): Pearson correlation over steps t of the predicted change of
+  the update made at step t-1 (``dH_total[t-1]``: its first-order entropy change, summed over the
+  batch's tokens) with the observed change of the sampled-token entropy from step t-1 to step t
+  (``entropy_obs_change[t]``). > 0: the taxonomy predicts the direction of the change.
+- ``driving_cell`` (eval, model, cell, direction): with ``direction: decrease``, sum_t dH_cell[t] -
+  min over the other three cells of sum_t dH_other[t]; < 0: ``cell`` contributes the largest
+  predicted entropy decrease of the four (it drives a collapse). With ``direction: increase``,
+  sum_t dH_cell[t] - max over the others; > 0: it contributes the largest increase (an explosion).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlvr.algo.diagnostics import CELLS
+from rlvr.errors import UserError
+from rlvr.experiments.verdict import Estimate
+from rlvr.experiments.weight_measures import bootstrap_stat
+
+
+def _series(stats: dict) -> dict:
+    if stats.get("kind") != "dynamics":
+        raise UserError("dynamics measures need a `kind: dynamics` evaluation")
+    return stats["series"]
+
+
+def _label(seed) -> str:
+    return "shared" if seed is None else f"s{seed}"
+
+
+def lagged_pairs(series: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted (N,), observed (N,)): dH_total of step t-1 against entropy_obs_change of step t,
+    over the consecutive steps where both are logged."""
+    steps, pred, obs = series["step"], series["dH_total"], series["entropy_obs_change"]
+    xs, ys = [], []
+    for i in range(1, len(steps)):
+        if steps[i] == steps[i - 1] + 1 and pred[i - 1] is not None and obs[i] is not None:
+            xs.append(pred[i - 1])
+            ys.append(obs[i])
+    return np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation of (N,) arrays; nan when either is constant or N < 3."""
+    if x.size < 3 or x.std() == 0 or y.std() == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def entropy_prediction(get, args: dict, seeds, against_seeds):
+    out, details, pooled = [], {}, ([], [])
+    for s in seeds:
+        x, y = lagged_pairs(_series(get(args["eval"], args["model"], s)))
+        out.append(Estimate(s, pearson(x, y), *bootstrap_stat(lambda i, x=x, y=y: pearson(x[i], y[i]), x.size)))
+        sign = float(np.mean(np.sign(x) == np.sign(y))) if x.size else math.nan
+        details[_label(s)] = {"steps": int(x.size), "sign_agreement": sign}
+        pooled[0].append(x)
+        pooled[1].append(y)
+    if pooled[0]:
+        details["pooled_r"] = pearson(np.concatenate(pooled[0]), np.concatenate(pooled[1]))
+    return out, details
+
+
+def cell_sums(series: dict) -> np.ndarray:
+    """(N, 4) predicted dH of each cell (CELLS order) per logged step."""
+    rows = [[series[f"dH_{c}"][i] for c in CELLS] for i in range(len(series["step"]))]
+    return np.array([r for r in rows if None not in r], dtype=np.float64).reshape(-1, len(CELLS))
+
+
+def driving_cell(get, args: dict, seeds, against_seeds):
+    if args.get("cell") not in CELLS:
+        raise UserError(f"driving_cell: cell must be one of {', '.join(CELLS)}")
+    direction = args.get("direction", "decrease")
+    if direction not in ("decrease", "increase"):
+        raise UserError("driving_cell: direction must be decrease or increase")
+    j = CELLS.index(args["cell"])
+    others = [i for i in range(len(CELLS)) if i != j]
+
+    def stat(d: np.ndarray):
+        if direction == "increase":
+            return lambda idx: d[idx, j].sum() - d[idx][:, others].sum(0).max()
+        return lambda idx: d[idx, j].sum() - d[idx][:, others].sum(0).min()
+
+    out, details = [], {}
+    for s in seeds:
+        series = _series(get(args["eval"], args["model"], s))
+        d = cell_sums(series)
+        out.append(Estimate(s, float(stat(d)(np.arange(len(d)))) if len(d) else math.nan,
+                            *bootstrap_stat(stat(d), len(d))))
+        ent = [e for e in series["entropy"] if e is not None]
+        details[_label(s)] = {"sum_dH": {c: float(v) for c, v in zip(CELLS, d.sum(0))},
+                              "entropy_start": float(np.mean(ent[:10])) if ent else None,
+                              "entropy_end": float(np.mean(ent[-10:])) if ent else None,
+                              "largest_decrease": CELLS[int(np.argmin(d.sum(0)))] if len(d) else None,
+                              "largest_increase": CELLS[int(np.argmax(d.sum(0)))] if len(d) else None}
+    return out, details

@@ -1,0 +1,229 @@
+"""Measures of the ``weights`` experiment (The Path Not Taken): claims over weight-space records.
+
+They read the statistics of a ``kind: weights`` evaluation cell (:mod:`rlvr.experiments.weights_eval`)
+through the same ``get(eval, model, seed) -> stats`` lookup as the sampling measures, and return one
+:class:`~rlvr.experiments.verdict.Estimate` per seed (or per pair of runs) with a 95% percentile
+bootstrap interval **over tensors** (the model's weight matrices are resampled with replacement;
+every aggregate is recomputed from the resampled records). Formulas: docs/methods/weight_updates.md.
+
+- ``precision_gap`` (eval, model): sparsity at bf16 - sparsity at fp32 of the final update,
+  sum(changed_fp32 - changed_bf16) / sum(numel) over tensors; > 0 means part of the apparent
+  sparsity is entries whose change bf16 rounding hides.
+- ``matched_weight_diff`` (eval, model, against, quantity, match): parameter-weighted mean over
+  matrices of q(model) - q(against at its matched checkpoint); ``quantity`` is ``spectral_drift``,
+  ``principal_angle`` (mean principal angle of the top-k subspaces, degrees), ``energy_ratio``
+  (principal energy share of dW over its random baseline k^2/(mn)) or ``sparsity_bf16`` (share of
+  entries unchanged at bf16); optional ``part`` keeps the matrices of one kind or part
+  (``embedding``, ``mlp``, ``attention``, ``attention_q``...); ``match`` is ``kl`` (the
+  checkpoint of ``against`` whose KL to the base is closest to the model's, :func:`match_index`)
+  or ``norm`` (closest ||dW||_F / ||W0||_F).
+- ``mask_overlap`` (eval, model, against, pairing): chance-corrected Jaccard of two runs' bf16
+  update masks, kappa = (J - J0) / (1 - J0), J = sum|A and B| / sum|A or B| over tensors and J0 the
+  same ratio of the independent-mask expectations; pairing ``seeds`` compares seed i of ``model``
+  with seed i+1 (mod the seed count) of the same model, ``same_seed`` seed i of ``model`` with seed
+  i of ``against``. > 0: the masks agree more than independent masks of the same densities.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from rlvr.errors import UserError
+from rlvr.experiments.verdict import Estimate
+
+QUANTITIES = {"spectral_drift": "spectral_drift", "principal_angle": "principal_angle_mean_deg",
+              "energy_ratio": "energy_ratio", "sparsity_bf16": "sparsity_bf16"}
+MATCHES = ("kl", "norm")
+PAIRINGS = ("seeds", "same_seed")
+DRAWS = 1000
+
+
+def bootstrap_stat(stat: Callable[[np.ndarray], float], n: int, draws: int = DRAWS, seed: int = 0,
+                   alpha: float = 0.05) -> tuple[float, float]:
+    """Percentile interval of ``stat(idx)`` over ``draws`` resamples idx (n,) of range(n) with
+    replacement (non-finite draws dropped; (nan, nan) when none is finite). Fewer than 2 items
+    give (nan, nan): one tensor cannot show its own spread, so its claim stays inconclusive."""
+    if n < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    vals = np.array([stat(rng.integers(0, n, n)) for _ in range(draws)], dtype=np.float64)
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return math.nan, math.nan
+    lo, hi = np.quantile(vals, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def match_index(target: float, values: list[float]) -> int:
+    """Index of the value closest to ``target`` on a log scale (|log(v / target)| smallest; the
+    earlier one on a tie). Values <= 0 or non-finite are never chosen."""
+    best, best_d = -1, math.inf
+    for i, v in enumerate(values):
+        if v is None or not math.isfinite(v) or v <= 0 or not target > 0:
+            continue
+        d = abs(math.log(v / target))
+        if d < best_d:
+            best, best_d = i, d
+    if best < 0:
+        raise UserError(f"nothing to match {target!r} against (candidates {values})" if target > 0 else
+                        f"the model did not move (value {target!r}): there is nothing to match")
+    return best
+
+
+def kappa(inter: np.ndarray, union: np.ndarray, c_inter: np.ndarray, c_union: np.ndarray) -> float:
+    """Chance-corrected Jaccard (J - J0) / (1 - J0) of per-tensor counts (T,) each; nan when a
+    union is empty or J0 = 1 (both masks full: nothing to tell apart)."""
+    if not union.sum() > 0 or not c_union.sum() > 0:
+        return math.nan
+    j, j0 = inter.sum() / union.sum(), c_inter.sum() / c_union.sum()
+    return float((j - j0) / (1 - j0)) if j0 < 1 else math.nan
+
+
+def _ratio_of_sums(num: np.ndarray, den: np.ndarray) -> Callable[[np.ndarray], float]:
+    return lambda idx: num[idx].sum() / den[idx].sum()
+
+
+def _kappa_of(c: dict) -> Callable[[np.ndarray], float]:
+    return lambda i: kappa(c["inter"][i], c["union"][i], c["c_inter"][i], c["c_union"][i])
+
+
+def _label(seed) -> str:
+    return "shared" if seed is None else f"s{seed}"
+
+
+def _final(stats: dict) -> dict:
+    if stats.get("kind") != "weights":
+        raise UserError("weight measures need a `kind: weights` evaluation")
+    return stats["checkpoints"][-1]
+
+
+def _matrices(ckpt: dict, part: str = "") -> dict[str, dict]:
+    """{name: record} of the 2-D matrices, only those of kind or part ``part`` when given."""
+    return {r["name"]: r for r in ckpt["records"] if "k" in r and (not part or part in (r["kind"], r["part"]))}
+
+
+def _value(r: dict, key: str) -> float:
+    if key == "sparsity_bf16":
+        return 1.0 - r["changed_bf16"] / r["numel"]
+    if key == "energy_ratio":
+        share = r["principal_energy_share"]
+        return share / r["random_energy_share"] if share is not None and r["random_energy_share"] else math.nan
+    v = r[key]
+    return math.nan if v is None else float(v)
+
+
+def precision_gap(get, args: dict, seeds, against_seeds):
+    out, details = [], {}
+    for s in seeds:
+        recs = _final(get(args["eval"], args["model"], s))["records"]
+        gap = np.array([r["changed_fp32"] - r["changed_bf16"] for r in recs], dtype=np.float64)
+        numel = np.array([r["numel"] for r in recs], dtype=np.float64)
+        if not sum(r["changed_fp32"] for r in recs):
+            raise UserError(f"{args['model']}-{_label(s)} did not change any weight")
+        value = float(gap.sum() / numel.sum())
+        lo, hi = bootstrap_stat(_ratio_of_sums(gap, numel), len(recs))
+        out.append(Estimate(s, value, lo, hi))
+        by_part: dict[str, list[float]] = {}
+        for r in recs:
+            t = by_part.setdefault(r["part"], [0, 0, 0])
+            t[0] += r["numel"] - r["changed_bf16"]
+            t[1] += r["numel"] - r["changed_fp32"]
+            t[2] += r["numel"]
+        details[_label(s)] = {"sparsity_bf16": 1 - sum(r["changed_bf16"] for r in recs) / numel.sum(),
+                              "sparsity_fp32": 1 - sum(r["changed_fp32"] for r in recs) / numel.sum(),
+                              "by_part": {p: {"bf16": a / n, "fp32": b / n} for p, (a, b, n) in by_part.items()}}
+    return out, details
+
+
+def matched_checkpoint(model_ckpt: dict, against: dict, match: str) -> int:
+    """Index into against["checkpoints"] matched to ``model_ckpt`` by KL to the base or update norm."""
+    key = "kl" if match == "kl" else "update_rel_norm"
+    return match_index(model_ckpt[key], [c[key] for c in against["checkpoints"]])
+
+
+def matched_weight_diff(get, args: dict, seeds, against_seeds):
+    if args["quantity"] not in QUANTITIES or args.get("match", "kl") not in MATCHES:
+        raise UserError(f"matched_weight_diff: quantity one of {', '.join(QUANTITIES)}, match one of {MATCHES}")
+    key, match = QUANTITIES[args["quantity"]], args.get("match", "kl")
+    out, details = [], {}
+    a_seeded = against_seeds != [None]
+    for i, s in enumerate(seeds):
+        mc = _final(get(args["eval"], args["model"], s))
+        against = get(args["eval"], args["against"], against_seeds[i % len(against_seeds)] if a_seeded else None)
+        j = matched_checkpoint(mc, against, match)
+        ac = against["checkpoints"][j]
+        mm, am = _matrices(mc, args.get("part", "")), _matrices(ac, args.get("part", ""))
+        names = [n for n in mm if n in am and math.isfinite(_value(mm[n], key)) and math.isfinite(_value(am[n], key))]
+        x = np.array([_value(mm[n], key) for n in names])
+        y = np.array([_value(am[n], key) for n in names])
+        w = np.array([mm[n]["numel"] for n in names], dtype=np.float64)
+        d = w * (x - y)
+        value = float(d.sum() / w.sum()) if names else math.nan
+        lo, hi = bootstrap_stat(_ratio_of_sums(d, w), len(names))
+        out.append(Estimate(s, value, lo, hi))
+        parts: dict[str, list] = {}
+        for n, xv, yv, wv in zip(names, x, y, w):
+            p = parts.setdefault(mm[n]["part"], [0.0, 0.0, 0.0])
+            p[0] += wv * xv
+            p[1] += wv * yv
+            p[2] += wv
+        details[_label(s)] = {
+            "matched": ac["name"], "model_kl": mc["kl"], "against_kl": ac["kl"],
+            "model_norm": mc["update_rel_norm"], "against_norm": ac["update_rel_norm"],
+            "model": float((w * x).sum() / w.sum()) if names else None,
+            "against": float((w * y).sum() / w.sum()) if names else None,
+            "by_part": {p: {"model": a / n, "against": b / n} for p, (a, b, n) in parts.items()}}
+    return out, details
+
+
+def unpack_mask(packed: str, numel: int) -> np.ndarray:
+    """(numel,) bool mask from the base64 text of np.packbits of the flattened mask."""
+    bits = np.frombuffer(base64.b64decode(packed), dtype=np.uint8)
+    return np.unpackbits(bits, count=numel).astype(bool)
+
+
+def overlap_counts(a: dict, b: dict) -> dict[str, np.ndarray]:
+    """Per tensor (T,) counts of two final checkpoints' masks ({name: packed}, records for numel):
+    inter, union and their expectations for independent masks of the same densities."""
+    numel = {r["name"]: r["numel"] for r in a["records"]}
+    names = [n for n in a["masks"] if n in b["masks"]]
+    rows = []
+    for n in names:
+        ma, mb = unpack_mask(a["masks"][n], numel[n]), unpack_mask(b["masks"][n], numel[n])
+        ca, cb, size = int(ma.sum()), int(mb.sum()), numel[n]
+        ci = ca * cb / size
+        rows.append((int((ma & mb).sum()), int((ma | mb).sum()), ci, ca + cb - ci, ca, cb, size))
+    arr = np.array(rows, dtype=np.float64).reshape(-1, 7)
+    return {k: arr[:, i] for i, k in enumerate(("inter", "union", "c_inter", "c_union", "count_a", "count_b", "numel"))}
+
+
+def mask_overlap(get, args: dict, seeds, against_seeds):
+    pairing = args.get("pairing", "same_seed")
+    if pairing not in PAIRINGS:
+        raise UserError(f"mask_overlap: pairing must be one of {', '.join(PAIRINGS)}")
+    if pairing == "seeds":
+        if len(seeds) < 2:
+            raise UserError(f"mask_overlap across seeds needs >= 2 seeds of {args['model']}")
+        count = len(seeds) if len(seeds) > 2 else 1  # 2 seeds: one pair
+        pairs = [(seeds[i], args["model"], seeds[(i + 1) % len(seeds)]) for i in range(count)]
+    else:
+        pairs = [(s, args["against"], against_seeds[i % len(against_seeds)]) for i, s in enumerate(seeds)]
+    out, details = [], {}
+    for s, other, t in pairs:
+        a, b = _final(get(args["eval"], args["model"], s)), _final(get(args["eval"], other, t))
+        c = overlap_counts(a, b)
+        if not (c["count_a"].sum() and c["count_b"].sum()):
+            raise UserError(f"{args['model']}-{_label(s)} or {other}-{_label(t)} changed no weight at bf16")
+        value = kappa(c["inter"], c["union"], c["c_inter"], c["c_union"])
+        lo, hi = bootstrap_stat(_kappa_of(c), len(c["inter"]))
+        out.append(Estimate(s, value, lo, hi))
+        j, j0 = c["inter"].sum() / c["union"].sum(), c["c_inter"].sum() / c["c_union"].sum()
+        details[f"{args['model']}-{_label(s)} vs {other}-{_label(t)}"] = {
+            "jaccard": float(j), "chance": float(j0), "ratio": float(j / j0),
+            "density_a": float(c["count_a"].sum() / c["numel"].sum()),
+            "density_b": float(c["count_b"].sum() / c["numel"].sum())}
+    return out, details

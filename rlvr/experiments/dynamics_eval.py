@@ -16,7 +16,7 @@ from rlvr.errors import UserError
 from rlvr.paths import atomic_write, iter_jsonl
 
 SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
-          *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate")
+          *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate", "samples", "flops")
 
 
 def read_series(metrics: Path) -> dict[str, list]:

@@ -33,6 +33,7 @@ import numpy as np
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
+from rlvr.experiments import curve_measures as cm
 from rlvr.experiments import dynamics_measures as dm
 from rlvr.experiments import weight_measures as wm
 from rlvr.experiments.verdict import Estimate
@@ -206,4 +207,22 @@ def _register_weight_measures() -> None:
     })
 
 
+def _register_curve_measures() -> None:
+    """The compute-performance curve measures (:mod:`rlvr.experiments.curve_measures`), over the
+    held-out pass rate a ``kind: dynamics`` cell reads from an RL run."""
+    MEASURES.update({
+        "curve_prediction": Measure(cm.curve_prediction, ("eval", "model", "fraction"),
+                                    lambda a: f"{a.get('tolerance', 0.02)} - |predicted - observed final pass "
+                                              f"rate|, fit on the first {a['fraction']:.0%} of compute, "
+                                              f"{a['model']}"),
+        "curve_param_diff": Measure(cm.curve_param_diff, ("eval", "model", "against", "param"),
+                                    lambda a: f"{'ln ' if a.get('log') else ''}{a['param']} {a['model']} - "
+                                              f"{a['against']} (mean over seeds)"),
+        "early_ranking": Measure(cm.early_ranking, ("eval", "model", "against", "fraction"),
+                                 lambda a: f"+1 when fits on the first {a['fraction']:.0%} of compute rank "
+                                           f"{a['model']} and {a['against']} as they end, else -1"),
+    })
+
+
 _register_weight_measures()
+_register_curve_measures()

@@ -54,20 +54,27 @@ def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict
     return out
 
 
+def encode_pairs(tok, prompts: list[str], completions: list[str]):
+    """-> (prompt ids (B, Tp) left-padded, their mask, completion ids (B, T) right-padded with pad_id,
+    their mask), T the longest completion (at least 1)."""
+    ids_p, mask_p = tok.batch_encode_left(prompts)
+    comp = [tok.encode(c) for c in completions]
+    width = max(1, max(len(c) for c in comp))
+    ids_c = torch.full((len(comp), width), tok.pad_id, dtype=torch.long)
+    mask_c = torch.zeros((len(comp), width), dtype=torch.bool)
+    for i, c in enumerate(comp):
+        ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+        mask_c[i, : len(c)] = True
+    return ids_p, mask_p, ids_c, mask_c
+
+
 @torch.no_grad()
 def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256) -> list[float]:
     """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded)."""
     model.eval()
     out: list[float] = []
     for s in range(0, len(prompts), batch_size):
-        ids_p, mask_p = tok.batch_encode_left(prompts[s : s + batch_size])
-        comp = [tok.encode(c) for c in completions[s : s + batch_size]]
-        width = max(1, max(len(c) for c in comp))
-        ids_c = torch.full((len(comp), width), tok.pad_id, dtype=torch.long)
-        mask_c = torch.zeros((len(comp), width), dtype=torch.bool)
-        for i, c in enumerate(comp):
-            ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
-            mask_c[i, : len(c)] = True
+        ids_p, mask_p, ids_c, mask_c = encode_pairs(tok, prompts[s : s + batch_size], completions[s : s + batch_size])
         dev = model_device(model)
         ids, mask = torch.cat([ids_p, ids_c], 1).to(dev), torch.cat([mask_p, mask_c], 1).to(dev)
         logp, _ = token_logprobs(completion_logits(model, ids, mask, ids_p.shape[1]), ids_c.to(dev))
@@ -111,14 +118,7 @@ def mean_kl_under(model, ref, tok, prompts: list[str], completions: list[str], b
     ref.eval()
     out: list[float] = []
     for s in range(0, len(prompts), batch_size):
-        ids_p, mask_p = tok.batch_encode_left(prompts[s : s + batch_size])
-        comp = [tok.encode(c) for c in completions[s : s + batch_size]]
-        width = max(1, max(len(c) for c in comp))
-        ids_c = torch.full((len(comp), width), tok.pad_id, dtype=torch.long)
-        mask_c = torch.zeros((len(comp), width), dtype=torch.bool)
-        for i, c in enumerate(comp):
-            ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
-            mask_c[i, : len(c)] = True
+        ids_p, mask_p, ids_c, mask_c = encode_pairs(tok, prompts[s : s + batch_size], completions[s : s + batch_size])
         ids, mask = torch.cat([ids_p, ids_c], 1), torch.cat([mask_p, mask_c], 1)
         with torch.no_grad():
             lp = torch.log_softmax(completion_logits(model, ids.to(model_device(model)), mask.to(model_device(model)),

@@ -8,11 +8,11 @@ entropy-dynamics view"), pass rate and learning rate. ``stats.json`` =
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from rlvr.algo.diagnostics import CELLS
 from rlvr.errors import UserError
+from rlvr.experiments.cells import open_cell
 from rlvr.paths import atomic_write, iter_jsonl
 
 SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
@@ -34,13 +34,9 @@ def read_series(metrics: Path) -> dict[str, list]:
 
 def evaluate_dynamics(run_dir: str | Path, out: Path, key: str = "") -> dict:
     """Write ``out/stats.json`` from ``run_dir/metrics.jsonl`` -> the stats (cached under ``key``)."""
-    done, key_file = out / "stats.json", out / "key"
-    if key_file.exists() and key_file.read_text() != key:
-        shutil.rmtree(out)
-    if done.exists():
-        return json.loads(done.read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(key)
+    done = out / "stats.json"
+    if (cached := open_cell(out, key)) is not None:
+        return cached
     stats = {"kind": "dynamics", "series": read_series(Path(run_dir) / "metrics.jsonl")}
     atomic_write(done, json.dumps(stats))
     return stats

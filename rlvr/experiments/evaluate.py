@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from rlvr.eval import stream
 from rlvr.eval.entropy import answer_entropy_of, token_entropy
 from rlvr.eval.generate import mean_logp_under
 from rlvr.eval.samples import group_by_problem, load_samples
+from rlvr.experiments.cells import open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
 
@@ -92,13 +92,9 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
     """Sample (resumably), reduce, score under the base; writes ``out/stats.json`` -> the stats.
     ``key`` names what decides the cell (the model's own key, the protocol): a folder holding
     another key's samples or statistics is cleared first."""
-    done, key_file = out / "stats.json", out / "key"
-    if key_file.exists() and key_file.read_text() != key:
-        shutil.rmtree(out)
-    if done.exists():
-        return json.loads(done.read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(key)
+    done = out / "stats.json"
+    if (cached := open_cell(out, key)) is not None:
+        return cached
     problems = task.problems("heldout", n_problems)
     paths = sample_chunks(model_dir, cfg, task, problems, n, temperature, top_p, seed, out / "samples", on_chunk)
     rows = [r for p in paths for r in load_samples(p)]

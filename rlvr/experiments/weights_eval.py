@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import torch
@@ -29,6 +28,7 @@ import torch
 from rlvr.analysis.update_records import compare_models, update_rel_norm
 from rlvr.config import RunConfig
 from rlvr.eval.generate import mean_kl_under, samples_for
+from rlvr.experiments.cells import open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
 
@@ -67,13 +67,9 @@ def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunC
                      out: Path, key: str = "") -> dict:
     """Every checkpoint's statistics (milestones, then ``final``) -> ``out/stats.json``. A folder
     holding another ``key``'s results is cleared first; finished checkpoints are reused."""
-    done, key_file = out / "stats.json", out / "key"
-    if key_file.exists() and key_file.read_text() != key:
-        shutil.rmtree(out)
-    if done.exists():
-        return json.loads(done.read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(key)
+    done = out / "stats.json"
+    if (cached := open_cell(out, key)) is not None:
+        return cached
     ckpts = sorted(milestones, key=lambda p: step_of(Path(p).name)) + [final]
     rows = []
     for i, path in enumerate(ckpts):

@@ -30,15 +30,16 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, default=None)
     a = ap.parse_args()
     from rlvr.analysis.curve_io import load_run_curve
-    from rlvr.analysis.curves import bootstrap_fit, fit_shared_r0, judge_interval, sigmoid_curve
+    from rlvr.analysis.curves import fit_shared_r0, sigmoid_curve
+    from rlvr.analysis.predictability import fit_with_replicates
 
     curves = [load_run_curve(r, x=a.x) for r in a.runs]
-    r0, fits = fit_shared_r0([(C, R) for _, C, R in curves])
+    r0, _ = fit_shared_r0([(C, R) for _, C, R in curves])
     print(f"shared R0 = {r0:.4f} over {len(curves)} runs (compute axis: {a.x})")
-    out = []
-    for run, (name, C, R), fit in zip(a.runs, curves, fits):
-        boot = bootstrap_fit(C, R, n_boot=a.n_boot, R0=r0, r0_sd=fit.rmse)
-        fit = judge_interval(fit, boot, float(C.max()))
+    out, fits = [], []
+    for run, (name, C, R) in zip(a.runs, curves):
+        fit, boot = fit_with_replicates(C, R, R0=r0, n_boot=a.n_boot)  # R0 fixed at the shared value
+        fits.append(fit)
         cfg = yaml.safe_load((Path(run) / "config.yaml").read_text())
         k, P = cfg["train"]["eval_samples"], cfg["train"]["eval_problems"]
         rows = [json.loads(x) for x in (Path(run) / "metrics.jsonl").read_text().splitlines() if x.strip()]

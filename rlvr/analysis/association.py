@@ -43,7 +43,9 @@ def _ranks(v: np.ndarray) -> np.ndarray:
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson correlation of (N,) arrays; NaN when either is constant."""
+    """Pearson correlation of (N,) arrays; NaN when either is constant or N < 3."""
+    if x.size < 3:
+        return float("nan")
     x, y = x - x.mean(), y - y.mean()
     den = float(np.sqrt((x * x).sum() * (y * y).sum()))
     return float((x * y).sum() / den) if den > 0 else float("nan")

@@ -7,7 +7,7 @@ the fitting itself is :mod:`rlvr.analysis.curves`. Formulas: docs/methods/scalin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,7 @@ class Prediction:
     observed: float  # the measured pass rate at the last compute
     error: float  # predicted - observed
     covered: bool  # observed inside [low, high]
+    boot: CurveBootstrap = field(compare=False, repr=False)  # the early fit's bootstrap replicates
 
 
 def predict_end(C, R, fraction: float, *, R0: float | None = None, n_boot: int = 200, seed: int = 0,
@@ -47,7 +48,7 @@ def predict_end(C, R, fraction: float, *, R0: float | None = None, n_boot: int =
     value, low, high = predict(fit, float(C[-1]), boot)
     observed = float(R[-1])
     return Prediction(fraction, int(early.sum()), fit, value, low, high, observed, value - observed,
-                      bool(low <= observed <= high))
+                      bool(low <= observed <= high), boot)
 
 
 def fit_with_replicates(C, R, *, R0: float | None = None, n_boot: int = 200,

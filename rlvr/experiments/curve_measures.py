@@ -24,7 +24,7 @@ import numpy as np
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end
 from rlvr.errors import UserError
-from rlvr.experiments.verdict import Estimate
+from rlvr.experiments.verdict import Estimate, seed_label
 
 N_BOOT = 200
 
@@ -43,9 +43,6 @@ def curve(stats: dict, x: str = "samples") -> tuple[np.ndarray, np.ndarray]:
     return C, R
 
 
-def _label(seed) -> str:
-    return "shared" if seed is None else f"s{seed}"
-
 
 def curve_prediction(get, args: dict, seeds, against_seeds):
     frac, tol = float(args["fraction"]), float(args.get("tolerance", 0.02))
@@ -53,14 +50,13 @@ def curve_prediction(get, args: dict, seeds, against_seeds):
     for s in seeds:
         C, R = curve(get(args["eval"], args["model"], s), args.get("x", "samples"))
         p = predict_end(C, R, frac, n_boot=N_BOOT, seed=s or 0)
-        early = C <= frac * C[-1]
-        _, boot = fit_with_replicates(C[early], R[early], R0=float(R[0]), n_boot=N_BOOT, seed=s or 0)
-        ends = sigmoid_curve(float(C[-1]), boot.R0, boot.A, boot.B, boot.C_mid)
+        b = p.boot  # the early fit's replicates, at the end without the residual noise of p's interval
+        ends = sigmoid_curve(float(C[-1]), b.R0, b.A, b.B, b.C_mid)
         e_lo, e_hi = (float(v) - p.observed for v in np.percentile(ends, [2.5, 97.5]))
         worst = max(abs(e_lo), abs(e_hi), abs(p.error))
         best = 0.0 if e_lo <= 0 <= e_hi else min(abs(e_lo), abs(e_hi), abs(p.error))
         out.append(Estimate(s, tol - abs(p.error), tol - worst, tol - best))
-        details[_label(s)] = {"predicted": p.predicted, "observed": p.observed, "error": p.error,
+        details[seed_label(s)] = {"predicted": p.predicted, "observed": p.observed, "error": p.error,
                               "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points}
     return out, details
 
@@ -90,6 +86,6 @@ def early_ranking(get, args: dict, seeds, against_seeds):
                      frac)
         v = 1.0 if c.ranked_right else -1.0
         out.append(Estimate(s, v, v, v))
-        details[_label(s)] = {"early_leader": c.early_leader, "final_leader": c.final_leader,
+        details[seed_label(s)] = {"early_leader": c.early_leader, "final_leader": c.final_leader,
                               "predicted_leader": c.predicted_leader, "crossed": c.crossed}
     return out, details

@@ -20,8 +20,9 @@ import math
 import numpy as np
 
 from rlvr.algo.diagnostics import CELLS
+from rlvr.analysis.association import pearson
 from rlvr.errors import UserError
-from rlvr.experiments.verdict import Estimate
+from rlvr.experiments.verdict import Estimate, seed_label
 from rlvr.experiments.weight_measures import bootstrap_stat
 
 
@@ -30,9 +31,6 @@ def _series(stats: dict) -> dict:
         raise UserError("dynamics measures need a `kind: dynamics` evaluation")
     return stats["series"]
 
-
-def _label(seed) -> str:
-    return "shared" if seed is None else f"s{seed}"
 
 
 def lagged_pairs(series: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -47,20 +45,13 @@ def lagged_pairs(series: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
 
 
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson correlation of (N,) arrays; nan when either is constant or N < 3."""
-    if x.size < 3 or x.std() == 0 or y.std() == 0:
-        return math.nan
-    return float(np.corrcoef(x, y)[0, 1])
-
-
 def entropy_prediction(get, args: dict, seeds, against_seeds):
     out, details, pooled = [], {}, ([], [])
     for s in seeds:
         x, y = lagged_pairs(_series(get(args["eval"], args["model"], s)))
         out.append(Estimate(s, pearson(x, y), *bootstrap_stat(lambda i, x=x, y=y: pearson(x[i], y[i]), x.size)))
         sign = float(np.mean(np.sign(x) == np.sign(y))) if x.size else math.nan
-        details[_label(s)] = {"steps": int(x.size), "sign_agreement": sign}
+        details[seed_label(s)] = {"steps": int(x.size), "sign_agreement": sign}
         pooled[0].append(x)
         pooled[1].append(y)
     if pooled[0]:
@@ -95,7 +86,7 @@ def driving_cell(get, args: dict, seeds, against_seeds):
         out.append(Estimate(s, float(stat(d)(np.arange(len(d)))) if len(d) else math.nan,
                             *bootstrap_stat(stat(d), len(d))))
         ent = [e for e in series["entropy"] if e is not None]
-        details[_label(s)] = {"sum_dH": {c: float(v) for c, v in zip(CELLS, d.sum(0))},
+        details[seed_label(s)] = {"sum_dH": {c: float(v) for c, v in zip(CELLS, d.sum(0))},
                               "entropy_start": float(np.mean(ent[:10])) if ent else None,
                               "entropy_end": float(np.mean(ent[-10:])) if ent else None,
                               "largest_decrease": CELLS[int(np.argmin(d.sum(0)))] if len(d) else None,

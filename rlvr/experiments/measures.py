@@ -36,7 +36,7 @@ from rlvr.eval.support import classify, crossover_k, support_counts, support_rat
 from rlvr.experiments import curve_measures as cm
 from rlvr.experiments import dynamics_measures as dm
 from rlvr.experiments import weight_measures as wm
-from rlvr.experiments.verdict import Estimate
+from rlvr.experiments.verdict import Estimate, seed_label
 
 Get = Callable[[str, str, "int | None"], dict]
 
@@ -66,9 +66,6 @@ def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> 
     lo, hi = bootstrap_ci(per_problem, seed=boot_seed)
     return Estimate(seed, float(per_problem.mean()), float(lo), float(hi))
 
-
-def _label(seed: int | None) -> str:
-    return "shared" if seed is None else f"s{seed}"
 
 
 def _pairs(get: Get, args: dict, seeds: list[int | None], against_seeds: list[int | None]):
@@ -104,9 +101,9 @@ def passk_diff(get: Get, args: dict, seeds, against_seeds):
         j = ks.index(k)
         out.append(_estimate(s, pm[:, j] - pa[:, j]))
         cross = crossover_k(ks, pa, pm)
-        details["crossover"][_label(s)] = cross if cross is not None else f"none up to {ks[-1]}"
-        details["model"][_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pm.mean(0))}
-        details["against"][_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pa.mean(0))}
+        details["crossover"][seed_label(s)] = cross if cross is not None else f"none up to {ks[-1]}"
+        details["model"][seed_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pm.mean(0))}
+        details["against"][seed_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pa.mean(0))}
     return out, details
 
 
@@ -118,7 +115,7 @@ def support_balance(get: Get, args: dict, seeds, against_seeds):
         out.append(_estimate(s, shrunk.astype(float) - expanded.astype(float)))
         cats = {str(i): classify(bool(x), bool(y)) for i, (x, y) in enumerate(zip(sa, sm))}
         counts = support_counts(cats)
-        details[_label(s)] = {"counts": counts, "rates": support_rates(counts), "k": min(m["n"], a["n"])}
+        details[seed_label(s)] = {"counts": counts, "rates": support_rates(counts), "k": min(m["n"], a["n"])}
     return out, details
 
 
@@ -128,7 +125,7 @@ def entropy_diff(get: Get, args: dict, seeds, against_seeds):
     for s, m, a in _pairs(get, args, seeds, against_seeds):
         d = np.array([x - y for x, y in zip(m[key], a[key]) if x is not None and y is not None])
         out.append(_estimate(s, d))
-        details[_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
+        details[seed_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
                            "against": float(np.mean([y for y in a[key] if y is not None]))}
     return out, details
 
@@ -146,7 +143,7 @@ def entropy_stability(get: Get, args: dict, seeds, against_seeds):
         d = np.array([abs(x - r) - abs(y - r) for x, y, r in zip(m[key], a[key], ref[key])
                       if x is not None and y is not None and r is not None])
         out.append(_estimate(s, d))
-        details[_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
+        details[seed_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
                               "against": float(np.mean([y for y in a[key] if y is not None])),
                               "reference": float(np.mean([r for r in ref[key] if r is not None]))}
     return out, details
@@ -160,7 +157,7 @@ def ppl_diff(get: Get, args: dict, seeds, against_seeds):
         d = np.array([x - y for x, y in zip(m["logppl_base_correct"], a["logppl_base"])
                       if x is not None and y is not None])
         out.append(_estimate(s, d))
-        details[_label(s)] = {"problems": int(d.size),
+        details[seed_label(s)] = {"problems": int(d.size),
                            "ppl_model_correct": float(np.exp(np.mean([x for x in m["logppl_base_correct"]
                                                                       if x is not None] or [np.nan]))),
                            "ppl_against": float(np.exp(np.mean([y for y in a["logppl_base"] if y is not None]

@@ -19,6 +19,11 @@ EXPECTS = ("positive", "negative")
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 
 
+def seed_label(seed: int | None) -> str:
+    """``s0``, ``s1``... or ``shared`` (a model trained once for every seed, e.g. the base)."""
+    return "shared" if seed is None else f"s{seed}"
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One seed's value of a claim's quantity with its 95% interval."""
@@ -30,8 +35,8 @@ class Estimate:
 
     @property
     def label(self) -> str:
-        """``s0``, ``s1``... or ``shared`` (a model trained once for every seed, e.g. the base)."""
-        return "shared" if self.seed is None else f"s{self.seed}"
+        """:func:`seed_label` of this estimate's seed."""
+        return seed_label(self.seed)
 
 
 def side(e: Estimate) -> int:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.experiments.verdict import Estimate
+from rlvr.experiments.verdict import Estimate, seed_label
 
 QUANTITIES = {"spectral_drift": "spectral_drift", "principal_angle": "principal_angle_mean_deg",
               "energy_ratio": "energy_ratio", "sparsity_bf16": "sparsity_bf16"}
@@ -91,9 +91,6 @@ def _kappa_of(c: dict) -> Callable[[np.ndarray], float]:
     return lambda i: kappa(c["inter"][i], c["union"][i], c["c_inter"][i], c["c_union"][i])
 
 
-def _label(seed) -> str:
-    return "shared" if seed is None else f"s{seed}"
-
 
 def _final(stats: dict) -> dict:
     if stats.get("kind") != "weights":
@@ -123,7 +120,7 @@ def precision_gap(get, args: dict, seeds, against_seeds):
         gap = np.array([r["changed_fp32"] - r["changed_bf16"] for r in recs], dtype=np.float64)
         numel = np.array([r["numel"] for r in recs], dtype=np.float64)
         if not sum(r["changed_fp32"] for r in recs):
-            raise UserError(f"{args['model']}-{_label(s)} did not change any weight")
+            raise UserError(f"{args['model']}-{seed_label(s)} did not change any weight")
         value = float(gap.sum() / numel.sum())
         lo, hi = bootstrap_stat(_ratio_of_sums(gap, numel), len(recs))
         out.append(Estimate(s, value, lo, hi))
@@ -133,7 +130,7 @@ def precision_gap(get, args: dict, seeds, against_seeds):
             t[0] += r["numel"] - r["changed_bf16"]
             t[1] += r["numel"] - r["changed_fp32"]
             t[2] += r["numel"]
-        details[_label(s)] = {"sparsity_bf16": 1 - sum(r["changed_bf16"] for r in recs) / numel.sum(),
+        details[seed_label(s)] = {"sparsity_bf16": 1 - sum(r["changed_bf16"] for r in recs) / numel.sum(),
                               "sparsity_fp32": 1 - sum(r["changed_fp32"] for r in recs) / numel.sum(),
                               "by_part": {p: {"bf16": a / n, "fp32": b / n} for p, (a, b, n) in by_part.items()}}
     return out, details
@@ -171,7 +168,7 @@ def matched_weight_diff(get, args: dict, seeds, against_seeds):
             p[0] += wv * xv
             p[1] += wv * yv
             p[2] += wv
-        details[_label(s)] = {
+        details[seed_label(s)] = {
             "matched": ac["name"], "model_kl": mc["kl"], "against_kl": ac["kl"],
             "model_norm": mc["update_rel_norm"], "against_norm": ac["update_rel_norm"],
             "model": float((w * x).sum() / w.sum()) if names else None,
@@ -217,12 +214,12 @@ def mask_overlap(get, args: dict, seeds, against_seeds):
         a, b = _final(get(args["eval"], args["model"], s)), _final(get(args["eval"], other, t))
         c = overlap_counts(a, b)
         if not (c["count_a"].sum() and c["count_b"].sum()):
-            raise UserError(f"{args['model']}-{_label(s)} or {other}-{_label(t)} changed no weight at bf16")
+            raise UserError(f"{args['model']}-{seed_label(s)} or {other}-{seed_label(t)} changed no weight at bf16")
         value = kappa(c["inter"], c["union"], c["c_inter"], c["c_union"])
         lo, hi = bootstrap_stat(_kappa_of(c), len(c["inter"]))
         out.append(Estimate(s, value, lo, hi))
         j, j0 = c["inter"].sum() / c["union"].sum(), c["c_inter"].sum() / c["c_union"].sum()
-        details[f"{args['model']}-{_label(s)} vs {other}-{_label(t)}"] = {
+        details[f"{args['model']}-{seed_label(s)} vs {other}-{seed_label(t)}"] = {
             "jaccard": float(j), "chance": float(j0), "ratio": float(j / j0),
             "density_a": float(c["count_a"].sum() / c["numel"].sum()),
             "density_b": float(c["count_b"].sum() / c["numel"].sum())}

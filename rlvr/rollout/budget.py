@@ -29,7 +29,7 @@ def shapes(model) -> dict[str, int]:
                 "vocab": c.vocab_size, "mlp": getattr(c, "intermediate_size", 4 * c.hidden_size)}
     c = model.cfg
     return {"layers": c.n_layer, "kv_heads": c.n_head, "head_dim": c.d_model // c.n_head, "d_model": c.d_model,
-            "vocab": model.vocab_size, "mlp": int(8 * c.d_model / 3 + 63) // 64 * 64 * 2}
+            "vocab": model.vocab_size, "mlp": model.blocks[0].mlp.up.out_features}  # its own MLP, SwiGLU or GELU
 
 
 def bytes_per_row(model, t_max: int) -> int:

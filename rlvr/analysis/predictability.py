@@ -73,33 +73,83 @@ class ParamDiff:
     b: float
 
 
+def arm_draws(boots: list[tuple[CurveFit, CurveBootstrap]], value, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n,) draws of an arm's mean of ``value`` (a function of one replicate's A, B, C_mid, R0 arrays
+    and its index -> float): each draw resamples the arm's seeds with replacement and takes, per
+    drawn seed, one random bootstrap replicate of its fit (all parameters from that one replicate)."""
+    out = np.empty(n)
+    for i in range(n):
+        picks = rng.integers(0, len(boots), len(boots))
+        out[i] = np.mean([value(boots[k][1], int(rng.integers(0, boots[k][1].A.size))) for k in picks])
+    return out
+
+
+def _interval(d: np.ndarray, level: float) -> tuple[float, float]:
+    lo, hi = np.percentile(d, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(lo), float(hi)
+
+
 def param_diff(boots_a: list[tuple[CurveFit, CurveBootstrap]], boots_b: list[tuple[CurveFit, CurveBootstrap]],
                param: str, *, n: int = 2000, seed: int = 0, level: float = 0.95, log: bool = False) -> ParamDiff:
     """Difference in ``param`` ("A", "B" or "C_mid") between two arms of seeded runs.
 
-    Each draw resamples each arm's seeds with replacement and takes, per drawn seed, one random
-    bootstrap replicate of its fit, then differences the arms' means: the interval carries both
-    the seed-to-seed spread and each fit's own uncertainty. ``log``: compare ln(param) (for B and
-    C_mid, whose effects are ratios)."""
+    The interval comes from :func:`arm_draws` of each arm: it carries both the seed-to-seed spread
+    and each fit's own uncertainty. ``log``: compare ln(param) (for B and C_mid, whose effects are
+    ratios)."""
     if not boots_a or not boots_b:
         raise UserError("both arms need at least one fitted run")
     f = np.log if log else (lambda v: v)
     rng = np.random.default_rng(seed)
 
-    def draws(boots):
-        reps = [f(np.asarray(getattr(b, param), dtype=float)) for _, b in boots]
-        out = np.empty(n)
-        for i in range(n):
-            picks = rng.integers(0, len(reps), len(reps))
-            out[i] = np.mean([reps[k][rng.integers(0, reps[k].size)] for k in picks])
-        return out
+    def value(b: CurveBootstrap, i: int) -> float:
+        return float(f(getattr(b, param)[i]))
 
-    d = draws(boots_a) - draws(boots_b)
-    q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
-    lo, hi = (float(v) for v in np.percentile(d, q))
+    lo, hi = _interval(arm_draws(boots_a, value, n, rng) - arm_draws(boots_b, value, n, rng), level)
     a = float(np.mean([f(getattr(fit, param)) for fit, _ in boots_a]))
     b = float(np.mean([f(getattr(fit, param)) for fit, _ in boots_b]))
     return ParamDiff(param, a - b, lo, hi, a, b)
+
+
+@dataclass(frozen=True)
+class ShiftBalance:
+    """How much an intervention moved the efficiency exponent B against the ceiling A, both as ratios:
+    ``d_ln_B`` = ln(B_a / B_b), ``d_ln_gain`` = ln((A_a - R0_a) / (A_b - R0_b)) (the attainable gain);
+    ``balance`` = |d_ln_B| - |d_ln_gain| (> 0: B moved more), with its interval."""
+
+    d_ln_B: float
+    d_ln_gain: float
+    balance: float
+    low: float
+    high: float
+
+
+def _ln_gain(A, R0) -> float:
+    return float(np.log(max(float(A) - float(R0), 1e-6)))
+
+
+def shift_balance(boots_a: list[tuple[CurveFit, CurveBootstrap]], boots_b: list[tuple[CurveFit, CurveBootstrap]],
+                  *, n: int = 2000, seed: int = 0, level: float = 0.95) -> ShiftBalance:
+    """Arm a (an intervention) against arm b (the reference): did it move B more than A, in relative
+    terms? Each draw pairs one :func:`arm_draws` draw of each arm (ln B and ln(A - R0) from the same
+    replicates) -> :class:`ShiftBalance`."""
+    if not boots_a or not boots_b:
+        raise UserError("both arms need at least one fitted run")
+    rng = np.random.default_rng(seed)
+
+    def joint(boots):  # (n, 2): ln B and ln gain from the same draws of seeds and replicates
+        state = rng.bit_generator.state
+        lb = arm_draws(boots, lambda b, i: float(np.log(b.B[i])), n, rng)
+        rng.bit_generator.state = state
+        lg = arm_draws(boots, lambda b, i: _ln_gain(b.A[i], b.R0[i]), n, rng)
+        return lb, lg
+
+    (lb_a, lg_a), (lb_b, lg_b) = joint(boots_a), joint(boots_b)
+    draws = np.abs(lb_a - lb_b) - np.abs(lg_a - lg_b)
+    lo, hi = _interval(draws, level)
+    mean_lb = [float(np.mean([np.log(f.B) for f, _ in arm])) for arm in (boots_a, boots_b)]
+    mean_lg = [float(np.mean([_ln_gain(f.A, f.R0) for f, _ in arm])) for arm in (boots_a, boots_b)]
+    d_b, d_g = mean_lb[0] - mean_lb[1], mean_lg[0] - mean_lg[1]
+    return ShiftBalance(d_b, d_g, abs(d_b) - abs(d_g), lo, hi)
 
 
 @dataclass(frozen=True)

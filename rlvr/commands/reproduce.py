@@ -9,6 +9,7 @@ EPILOG = """examples:
   rlvr reproduce boundary --seeds 3           # the full experiment; resumes from its cached cells
   rlvr reproduce boundary --part 1            # one part of a long experiment (parts share cells)
   rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
+  rlvr reproduce scalerl --part 2 --jobs 2    # train two models at once (one process and core each)
   rlvr reproduce boundary --publish           # also copy the page to docs/reproductions/boundary/
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
@@ -22,6 +23,8 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="output folder (default: runs/reproduce/NAME[-quick])")
     p.add_argument("--part", type=int, help="run only this part (1-based) of an experiment declared in parts")
     p.add_argument("--max-minutes", type=float, help="start no new cell after this many minutes")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="models trained at once, each in its own process with cores/jobs torch threads (default 1)")
     p.add_argument("--publish", action="store_true",
                    help="copy the page to docs/reproductions/NAME/ and rebuild docs/reproductions/README.md")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -37,7 +40,7 @@ def list_experiments() -> None:
         print(f"{n:14s} {e.minutes:8.0f} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
         for i, (evals, minutes) in enumerate(e.parts, 1):
             print(f"  --part {i}: {minutes:.0f} min, evaluations {', '.join(evals)}")
-    print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M]")
+    print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 
 def run(args) -> int:
@@ -55,6 +58,8 @@ def run(args) -> int:
         raise UserError("--publish copies a full run's page into docs/reproductions/; drop --quick")
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise UserError(f"--max-minutes must be > 0 (got {args.max_minutes})")
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     from rlvr.experiments.spec import load
 
     exp = load(args.name)
@@ -69,7 +74,7 @@ def run(args) -> int:
     from rlvr.model.precision import config_spec, resolve_dtype
 
     progress = "none" if args.quiet else ("plain" if args.plain else "auto")
-    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part)
+    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs)
     rows = check_claims(exp, out, seeds, res["failed"])
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
@@ -81,8 +86,13 @@ def run(args) -> int:
     def look(ev, m, s):
         return load_stats(out, ev, m, s)
 
-    sections = {"Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
-                "Training dynamics": dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds), look)}
+    from rlvr.experiments.curve_page import CURVE_MEASURES, curve_lines
+
+    curves_only = all(c.measure in CURVE_MEASURES for c in exp.claims)  # their series: the Curves section
+    sections = {"Curves": curve_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
+                "Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
+                "Training dynamics": [] if curves_only else dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds),
+                                                                           look)}
     page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
                       machine_line(machine_info(prec)), command, args.quick, sections)
     width = max((len(r["id"]) for r in rows), default=10)

@@ -9,9 +9,14 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
   run's compute (R0 fixed to the first evaluation), predict the last evaluation. The estimate is
   tolerance - |predicted - observed|, with its interval from the fit's bootstrap curves at the end
   (> 0 beyond the interval: the prediction lies within the tolerance whatever the fit's uncertainty).
-- ``curve_param_diff`` (eval, model, against, param: A | B | C_mid, log = false): the mean over seeds of
-  ``model``'s fitted parameter minus ``against``'s, one shared estimate whose interval resamples seeds
-  and each fit's bootstrap replicates (:func:`rlvr.analysis.predictability.param_diff`).
+- ``curve_param_diff`` (eval, model, against, param: A | B | C_mid, log = false, tolerance): the mean
+  over seeds of ``model``'s fitted parameter minus ``against``'s, one shared estimate whose interval
+  resamples seeds and each fit's bootstrap replicates (:func:`rlvr.analysis.predictability.param_diff`).
+  With ``tolerance`` the estimate is tolerance - |difference| (> 0 beyond its interval: the two agree
+  within the tolerance), for claims of robustness.
+- ``curve_shift_balance`` (eval, model, against): |ln(B_model / B_against)| - |ln(gain_model /
+  gain_against)| with gain = A - R0, one shared estimate (> 0: the intervention moved the efficiency
+  exponent more than the ceiling, in relative terms; :func:`rlvr.analysis.predictability.shift_balance`).
 - ``early_ranking`` (eval, model, against, fraction): +1 when the fits on the first ``fraction`` of
   compute rank the two runs' final pass rates as they end (-1 when not), per seed; details say who led
   early and who ended higher (a crossing).
@@ -22,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlvr.analysis.curves import sigmoid_curve
-from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end
+from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end, shift_balance
 from rlvr.errors import UserError
 from rlvr.experiments.verdict import Estimate, seed_label
 
@@ -61,18 +66,49 @@ def curve_prediction(get, args: dict, seeds, against_seeds):
     return out, details
 
 
+_FITS: dict[tuple, tuple] = {}
+
+
+def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None):
+    """:func:`~rlvr.analysis.predictability.fit_with_replicates` of one run's curve, remembered for
+    the process (a page's claims and tables fit the same runs many times)."""
+    key = (C.tobytes(), R.tobytes(), seed or 0)
+    if key not in _FITS:
+        _FITS[key] = fit_with_replicates(C, R, n_boot=N_BOOT, seed=seed or 0)
+    return _FITS[key]
+
+
+def _arms(get, args: dict, seeds, against_seeds) -> list[list]:
+    """The fits with replicates of ``model``'s and ``against``'s runs, one per seed."""
+    x = args.get("x", "samples")
+    return [[fit_run(*curve(get(args["eval"], name, s), x), s) for s in ss]
+            for name, ss in ((args["model"], seeds), (args["against"], against_seeds))]
+
+
+def _bent(args: dict, arms: list[list]) -> dict:
+    return {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
+
+
 def curve_param_diff(get, args: dict, seeds, against_seeds):
     param = args["param"]
     if param not in ("A", "B", "C_mid"):
         raise UserError(f"curve_param_diff: param must be A, B or C_mid, got {param!r}")
-    x = args.get("x", "samples")
-    arms = []
-    for name, ss in ((args["model"], seeds), (args["against"], against_seeds)):
-        arms.append([fit_with_replicates(*curve(get(args["eval"], name, s), x), n_boot=N_BOOT, seed=s or 0)
-                     for s in ss])
+    arms = _arms(get, args, seeds, against_seeds)
     d = param_diff(arms[0], arms[1], param, log=bool(args.get("log", False)))
-    bent = {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
-    return [Estimate(None, d.diff, d.low, d.high)], {"model": d.a, "against": d.b, "bent": bent}
+    details = {"model": d.a, "against": d.b, "diff": d.diff, "interval": [d.low, d.high], "bent": _bent(args, arms)}
+    if "tolerance" not in args:
+        return [Estimate(None, d.diff, d.low, d.high)], details
+    tol = float(args["tolerance"])
+    worst = max(abs(d.low), abs(d.high))
+    best = 0.0 if d.low <= 0 <= d.high else min(abs(d.low), abs(d.high))
+    return [Estimate(None, tol - abs(d.diff), tol - worst, tol - best)], details
+
+
+def curve_shift_balance(get, args: dict, seeds, against_seeds):
+    arms = _arms(get, args, seeds, against_seeds)
+    b = shift_balance(arms[0], arms[1])
+    return [Estimate(None, b.balance, b.low, b.high)], {"d_ln_B": b.d_ln_B, "d_ln_gain": b.d_ln_gain,
+                                                        "bent": _bent(args, arms)}
 
 
 def early_ranking(get, args: dict, seeds, against_seeds):

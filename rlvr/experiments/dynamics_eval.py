@@ -20,14 +20,15 @@ SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c
 
 
 def read_series(metrics: Path) -> dict[str, list]:
-    """{key: [value per step]} of :data:`SERIES` from a run's metrics.jsonl (the last row of each
-    step wins, so a resumed run's repeated steps count once)."""
+    """{key: [value per step]} of :data:`SERIES` from a run's metrics.jsonl: every logged step, the
+    rows of a step merged (a later value wins, so a resumed run's repeated steps count once; a step
+    without a gradient logs no dH, and has None there)."""
     if not metrics.exists():
         raise UserError(f"{metrics} is missing: a dynamics evaluation needs an RL run's metrics")
     by_step: dict[int, dict] = {}
     for _, row in iter_jsonl(metrics):
-        if "step" in row and "dH_total" in row:
-            by_step[int(row["step"])] = row
+        if "step" in row and any(k in row for k in SERIES[1:]):
+            by_step.setdefault(int(row["step"]), {}).update(row)
     steps = sorted(by_step)
     return {k: [by_step[s].get(k) for s in steps] for k in SERIES}
 

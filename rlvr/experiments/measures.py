@@ -55,9 +55,14 @@ class Measure:
         ev = evals.get(args["eval"])
         if ev is None:
             raise UserError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
+        # dynamics cells (a run's logged series) are shared by every dynamics evaluation: a claim may
+        # compare runs that different evaluations (different parts) list
+        pool = ({m for e in evals.values() if e.kind == "dynamics" for m in e.models} if ev.kind == "dynamics"
+                else set(ev.models))
         for key in ("model", "against", "reference"):
-            if key in args and args[key] not in ev.models:
-                raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']}")
+            if key in args and args[key] not in pool:
+                raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']}"
+                                + (" or another dynamics evaluation" if ev.kind == "dynamics" else ""))
 
 
 def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:
@@ -213,8 +218,12 @@ def _register_curve_measures() -> None:
                                               f"rate|, fit on the first {a['fraction']:.0%} of compute, "
                                               f"{a['model']}"),
         "curve_param_diff": Measure(cm.curve_param_diff, ("eval", "model", "against", "param"),
-                                    lambda a: f"{'ln ' if a.get('log') else ''}{a['param']} {a['model']} - "
-                                              f"{a['against']} (mean over seeds)"),
+                                    lambda a: (f"{a['tolerance']} - |" if "tolerance" in a else "")
+                                    + f"{'ln ' if a.get('log') else ''}{a['param']} {a['model']} - "
+                                      f"{a['against']}" + ("|" if "tolerance" in a else "") + " (mean over seeds)"),
+        "curve_shift_balance": Measure(cm.curve_shift_balance, ("eval", "model", "against"),
+                                       lambda a: f"|ln B ratio| - |ln (A - R0) ratio|, {a['model']} vs "
+                                                 f"{a['against']} (> 0: B moved more than A)"),
         "early_ranking": Measure(cm.early_ranking, ("eval", "model", "against", "fraction"),
                                  lambda a: f"+1 when fits on the first {a['fraction']:.0%} of compute rank "
                                            f"{a['model']} and {a['against']} as they end, else -1"),

@@ -95,10 +95,35 @@ def _details(rows: list[dict]) -> list[str]:
                              for s, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
+        elif r["measure"] in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking"):
+            text = _curve_detail(r["measure"], d, m, a)
         else:
             text = json.dumps(_round(d), sort_keys=True)
         out.append(f"- **{r['id']}**: {text}")
     return out
+
+
+def _curve_detail(measure: str, d: dict, m: str, a: str) -> str:
+    """The details line of a curve measure (rlvr.experiments.curve_measures)."""
+    def bent(name: str) -> str:
+        flags = d["bent"][name]
+        return f"{name} bent in {sum(flags)} of {len(flags)}"
+
+    if measure == "curve_prediction":
+        return "; ".join(f"{s}: predicted {x['predicted']:.3f}, observed {x['observed']:.3f}, error "
+                         f"{100 * x['error']:+.1f} pts [{100 * x['error_interval'][0]:+.1f}, "
+                         f"{100 * x['error_interval'][1]:+.1f}], {x['points']} points fitted, "
+                         f"{'bent' if x['bent'] else 'not bent'}" for s, x in d.items())
+    if measure == "curve_param_diff":
+        lo, hi = d["interval"]
+        return (f"{m} {d['model']:.3f} vs {a} {d['against']:.3f}: difference {d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]; "
+                f"{bent(m)}, {bent(a)}")
+    if measure == "curve_shift_balance":
+        return (f"ln(B ratio) {d['d_ln_B']:+.3f}, ln((A - R0) ratio) {d['d_ln_gain']:+.3f}; {bent(m)}, {bent(a)}")
+    names = {"a": m, "b": a}
+    return "; ".join(f"{s}: early leader {names[x['early_leader']]}, final leader {names[x['final_leader']]}, "
+                     f"early fits pick {names[x['predicted_leader']]}" + (" (crossed)" if x["crossed"] else "")
+                     for s, x in d.items())
 
 
 def _round(x):

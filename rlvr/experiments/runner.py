@@ -83,9 +83,11 @@ def model_cells(exp: Experiment, seeds: int, evals: tuple[str, ...] | None = Non
 
 
 def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto",
-                   max_minutes: float | None = None, part: int | None = None) -> dict:
+                   max_minutes: float | None = None, part: int | None = None, jobs: int = 1) -> dict:
     """Build the models and run the evaluations of ``exp`` (of one ``part``, 1-based, when given)
-    under ``out``, reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}."""
+    under ``out``, reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}.
+    ``jobs`` > 1 trains that many models at once, each in its own process with
+    ``cores // jobs`` torch threads (:func:`_build_parallel`)."""
     evals = exp.part_evaluations(part)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -100,19 +102,22 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
 
     bar = Progress(len(cells), f"reproduce {exp.name}: models", progress)
     try:
-        for c in cells:
-            if over_budget() and not model_cached(exp, exp.models[c.model], c.seed, out, built):
-                stopped = True
-                break
-            t = time.time()
-            try:
-                built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
-                                                               "none" if progress == "none" else "plain")
-            except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why
-                failed[c.model] = str(e)
-                warn(f"{c.id} failed: {e}")
-            timings[c.id] = time.time() - t
-            bar.update(1)
+        if jobs > 1:
+            stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar)
+        else:
+            for c in cells:
+                if over_budget() and not model_cached(exp, exp.models[c.model], c.seed, out, built):
+                    stopped = True
+                    break
+                t = time.time()
+                try:
+                    built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
+                                                                   "none" if progress == "none" else "plain")
+                except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why
+                    failed[c.model] = str(e)
+                    warn(f"{c.id} failed: {e}")
+                timings[c.id] = time.time() - t
+                bar.update(1)
     finally:
         bar.close()
     ecells = [] if stopped else _eval_cells(exp, seeds, built, evals)  # milestones are known now
@@ -132,6 +137,68 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         warn(f"stopped after {max_minutes} minutes (--max-minutes); run the same command again to continue")
     return {"built": built, "timings": timings, "failed": failed, "complete": not stopped,
             "wall_s": time.time() - t0}
+
+
+def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threads: int) -> dict:
+    """Worker of :func:`_build_parallel` (a spawned process): one model, ``threads`` torch threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return build_model(exp, exp.models[c.model], c.seed, Path(out), built, "none")
+
+
+def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
+                    failed: dict, jobs: int, over_budget, bar) -> bool:
+    """Build ``cells`` with ``jobs`` worker processes: a model starts once what it is built from
+    (the base, its teacher) is built; cached models are read in this process. Fills ``built``,
+    ``timings``, ``failed``; -> whether it stopped on the time budget."""
+    import os
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing import get_context
+
+    def deps(c: Cell) -> list[tuple[str, str]]:  # (model id, model name) of what c is built from
+        spec = exp.models[c.model]
+        out_ = [] if spec.kind == "base" else [("base", "base")]
+        if spec.teacher:
+            out_.append((model_id(spec.teacher, c.seed if exp.models[spec.teacher].seeded else None), spec.teacher))
+        return out_
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    todo, running, stopped = list(cells), {}, False
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        while todo or running:
+            for c in list(todo):
+                if any(name in failed for _, name in deps(c)):
+                    todo.remove(c)
+                    failed[c.model] = f"{c.id}: what it is built from could not be built"
+                    bar.update(1)
+                elif not all(i in built for i, _ in deps(c)):
+                    continue
+                elif exp.models[c.model].kind == "base" or model_cached(exp, exp.models[c.model], c.seed, out, built):
+                    todo.remove(c)  # read back here: nothing to train
+                    t = time.time()
+                    built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built, "none")
+                    timings[c.id] = time.time() - t
+                    bar.update(1)
+                elif len(running) < jobs:
+                    stopped = stopped or over_budget()
+                    if not stopped:
+                        todo.remove(c)
+                        job = pool.submit(_build_one, exp, c, str(out), dict(built), threads)
+                        running[job] = (c, time.time())
+            if not running:
+                break  # nothing left that can start (stopped on the budget, or all done)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                c, t = running.pop(f)
+                try:
+                    built[model_id(c.model, c.seed)] = f.result()
+                except UserError as e:
+                    failed[c.model] = str(e)
+                    warn(f"{c.id} failed: {e}")
+                timings[c.id] = time.time() - t
+                bar.update(1)
+    return stopped
 
 
 def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tuple[str, ...]) -> list[Cell]:

@@ -26,7 +26,10 @@ def test_unknown_experiment_and_bad_flags_exit_2(capsys, tmp_path):
 @pytest.mark.parametrize("name", names())
 def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     out = tmp_path / name
-    assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet"]) == 0
+    jobs = ["--jobs", "2"] if name == "scalerl" else []  # its 16 models: trained two at a time
+    assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet", *jobs]) == 0
+    built = json.loads((out / "table.json").read_text())["models"]
+    assert all((out / "models" / m / "done.json").exists() for m in built if m != "base")
     table = json.loads((out / "table.json").read_text())
     assert table["quick"] and table["claims"]
     allowed = {"reproduced", "not reproduced", "inconclusive", "not run yet"}
@@ -43,10 +46,13 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     # -> only that cell runs again
     victim = sorted(out.glob("evals/*/*/stats.json"))[0]
     victim.unlink()
-    next(iter([*victim.parent.glob("samples/chunk_*.jsonl"), *victim.parent.glob("ckpt_*.json")])).unlink()
+    for part in [*victim.parent.glob("samples/chunk_*.jsonl"), *victim.parent.glob("ckpt_*.json")][:1]:
+        part.unlink()  # (a dynamics cell has only its stats)
+    trained = {p: p.stat().st_mtime_ns for p in out.glob("models/*/done.json")}
     before = {p: p.stat().st_mtime_ns for p in out.glob("evals/*/*/stats.json")}
     assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet"]) == 0
     assert victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
+    assert all(p.stat().st_mtime_ns == t for p, t in trained.items())  # no model trained again
     again = json.loads((out / "table.json").read_text())
     assert [r["verdict"] for r in again["claims"]] == [r["verdict"] for r in table["claims"]]
     # a time budget stops only before a cell with work to do: everything cached -> the same page

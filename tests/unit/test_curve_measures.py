@@ -7,7 +7,13 @@ import pytest
 
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.errors import UserError
-from rlvr.experiments.curve_measures import curve, curve_param_diff, curve_prediction, early_ranking
+from rlvr.experiments.curve_measures import (
+    curve,
+    curve_param_diff,
+    curve_prediction,
+    curve_shift_balance,
+    early_ranking,
+)
 from rlvr.experiments.verdict import verdict
 
 
@@ -57,3 +63,15 @@ def test_param_diff_and_early_ranking_of_crossing_curves():
     est, _ = early_ranking(get, {"eval": "d", "model": "fast", "against": "slow", "fraction": 0.6},
                            [0, 1, 2], [0, 1, 2])
     assert verdict(est, "positive") == "reproduced"
+
+
+def test_param_diff_with_a_tolerance_and_the_shift_balance():
+    args = {"eval": "d", "model": "slow", "against": "fast", "param": "A"}
+    est, _ = curve_param_diff(get, {**args, "tolerance": 0.02}, [0, 1, 2], [0, 1, 2])  # A differs by 0.2
+    assert est[0].value == pytest.approx(0.02 - 0.2, abs=0.03) and verdict(est, "positive") == "not reproduced"
+    est, _ = curve_param_diff(get, {**args, "model": "late", "tolerance": 0.1}, [0, 1, 2], [0, 1, 2])
+    assert est[0].hi <= 0.1 and est[0].lo <= est[0].value <= est[0].hi  # late vs fast: A 0.8 vs 0.6
+    est, det = curve_shift_balance(get, {"eval": "d", "model": "late", "against": "slow"}, [0, 1, 2], [0, 1, 2])
+    # late vs slow: same A, B 2.0 vs 1.5 -> B moved (ln 1.33 = 0.29), the ceiling not
+    assert det["d_ln_B"] == pytest.approx(np.log(2.0 / 1.5), abs=0.15) and abs(det["d_ln_gain"]) < 0.1
+    assert est[0].value > 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlvr.analysis.curves import sigmoid_curve
-from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end
+from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end, shift_balance
 from rlvr.errors import UserError
 
 
@@ -49,3 +49,14 @@ def test_crossing_curves_and_whether_the_early_fit_ranks_them():
     assert (c.early_leader, c.final_leader, c.crossed) == ("a", "b", True)
     c_late = crossing(fast_low, slow_high, 0.5)  # by half the compute the fits see both bends
     assert c_late.predicted_leader == "b" and c_late.ranked_right
+
+
+def test_shift_balance_tells_an_efficiency_change_from_a_ceiling_change():
+    ref = [fit_with_replicates(*curve(0.80, 2.0, 30.0, seed=s), n_boot=60, seed=s) for s in range(3)]
+    slower = [fit_with_replicates(*curve(0.80, 1.0, 30.0, seed=30 + s), n_boot=60, seed=s) for s in range(3)]
+    lower = [fit_with_replicates(*curve(0.50, 2.0, 30.0, seed=40 + s), n_boot=60, seed=s) for s in range(3)]
+    b = shift_balance(slower, ref, n=500)  # B halved, A kept: |ln 0.5| = 0.69 against ~0
+    assert b.d_ln_B == pytest.approx(np.log(0.5), abs=0.15) and abs(b.d_ln_gain) < 0.05
+    assert b.balance == pytest.approx(abs(b.d_ln_B) - abs(b.d_ln_gain)) and b.low > 0.3
+    c = shift_balance(lower, ref, n=500)  # gain 0.3 against 0.6: |ln 0.5| on the ceiling side, B kept
+    assert c.d_ln_gain == pytest.approx(np.log(0.5), abs=0.1) and c.high < -0.3

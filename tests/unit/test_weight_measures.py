@@ -226,16 +226,18 @@ def test_driving_cell_by_hand():
         dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
 
 
-def test_dynamics_series_reads_the_last_row_of_each_step(tmp_path):
+def test_dynamics_series_merges_the_rows_of_each_step_the_last_value_winning(tmp_path):
     import json
 
     from rlvr.experiments.dynamics_eval import evaluate_dynamics
 
     rows = [{"step": 1, "dH_total": 1.0, "entropy": 0.5}, {"step": 2, "dH_total": 2.0, "entropy": 0.4},
-            {"step": 2, "dH_total": 3.0, "entropy": 0.3}, {"step": 2, "heldout_pass_rate": 0.1}]
+            {"step": 2, "dH_total": 3.0, "entropy": 0.3}, {"step": 2, "heldout_pass_rate": 0.1},
+            {"step": 3, "entropy": 0.2, "heldout_pass_rate": 0.2}, {"note": "no step"}]  # step 3: no gradient
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    st = evaluate_dynamics(tmp_path, tmp_path / "cell", "k")
-    assert st["series"]["dH_total"] == [1.0, 3.0] and st["series"]["entropy_obs_change"] == [None, None]
+    st = evaluate_dynamics(tmp_path, tmp_path / "cell", "k")["series"]
+    assert st["step"] == [1, 2, 3] and st["dH_total"] == [1.0, 3.0, None] and st["entropy"] == [0.5, 0.3, 0.2]
+    assert st["heldout_pass_rate"] == [None, 0.1, 0.2] and st["entropy_obs_change"] == [None, None, None]
 
 
 def test_driving_cell_for_an_increase_and_entropy_stability_by_hand():

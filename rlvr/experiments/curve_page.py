@@ -1,0 +1,109 @@
+"""The curves section of a results page, for experiments whose claims read compute-performance
+curves (:mod:`rlvr.experiments.curve_measures`): per RL model the sigmoid fitted to each seed's
+held-out curve (mean and range over seeds), where its midpoint falls in the run and how much gain is
+still to come; per model against the reference (the first RL model declared) the differences in A,
+ln B and ln C_mid with intervals; plots of the seed-mean curves with their fits."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from rlvr.analysis.curve_plots import CurveSeries, plot_curves
+from rlvr.analysis.curves import sigmoid_curve
+from rlvr.analysis.predictability import fit_with_replicates, param_diff
+from rlvr.errors import UserError
+from rlvr.experiments.curve_measures import curve, fit_run
+
+CURVE_MEASURES = ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking")
+PER_PLOT = 4  # models drawn with the reference in one plot
+
+
+def _f(x, spec: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _span(vals: list[float], spec: str) -> str:
+    """Mean over seeds, with the seeds' range when there are several."""
+    if not vals:
+        return "-"
+    m = float(np.mean(vals))
+    return _f(m, spec) if len(vals) == 1 else f"{_f(m, spec)} ({_f(min(vals), spec)}..{_f(max(vals), spec)})"
+
+
+def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
+    """Markdown lines (empty unless a claim uses a curve measure); ``load(ev, model, seed)`` ->
+    stats. Writes ``out/plots/curves_N.png``."""
+    if not any(c.measure in CURVE_MEASURES for c in exp.claims):
+        return []
+    evs = [e for e in exp.evaluations.values() if e.kind == "dynamics"]
+    models = list(dict.fromkeys(m for e in evs for m in e.models))
+    runs: dict[str, list] = {}  # model -> [(seed, C, R, fit, boot)]
+    for m in models:
+        ev = next(e for e in evs if m in e.models)
+        for s in seeds_of(m):
+            try:
+                C, R = curve(load(ev, m, s))
+                runs.setdefault(m, []).append((s, C, R, *fit_run(C, R, s)))
+            except (FileNotFoundError, UserError):
+                continue
+    if not runs:
+        return ["No run has its curve yet.", ""]
+    lines = ["Per run: the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) fitted to the held-out pass rate "
+             "against training samples, R0 fixed to the first point (docs/methods/scaling_curves.md). Mean over "
+             "seeds (range). *C_mid / run*: the midpoint as a fraction of the run's compute; *to come*: the fitted "
+             "gain still ahead at the end, A - R(C_end), in points; *final*: mean of the last 3 evaluations.", "",
+             "| model | seeds | final | A | B | C_mid (samples) | C_mid / run | to come (pts) | bent |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for m, rs in runs.items():
+        finals = [float(R[-3:].mean()) for _, C, R, _, _ in rs]
+        fits = [f for *_, f, _ in rs]
+        frac = [f.C_mid / float(C[-1]) for (_, C, *_), f in zip(rs, fits)]
+        come = [100 * (f.A - float(sigmoid_curve(float(C[-1]), f.R0, f.A, f.B, f.C_mid)))
+                for (_, C, *_), f in zip(rs, fits)]
+        lines.append(f"| {m} | {len(rs)} | {_span(finals, '.3f')} | {_span([f.A for f in fits], '.3f')} | "
+                     f"{_span([f.B for f in fits], '.2f')} | {_span([f.C_mid for f in fits], '.3g')} | "
+                     f"{_span(frac, '.0%')} | {_span(come, '.1f')} | {sum(f.bent for f in fits)} of {len(fits)} |")
+    ref = next((m for m in exp.models if exp.models[m].kind == "rl" and m in runs), None)
+    others = [m for m in runs if m != ref]
+    if ref and others:
+        lines += ["", f"Against the reference `{ref}` (mean over seeds; 95% interval resampling seeds and each "
+                  "fit's bootstrap replicates):", "",
+                  "| model | dA | d ln B | d ln C_mid |", "|---|---|---|---|"]
+        ra = [(f, b) for *_, f, b in runs[ref]]
+        for m in others:
+            ma = [(f, b) for *_, f, b in runs[m]]
+            cols = []
+            for param, log in (("A", False), ("B", True), ("C_mid", True)):
+                d = param_diff(ma, ra, param, log=log)
+                cols.append(f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
+            lines.append(f"| {m} | " + " | ".join(cols) + " |")
+    lines += ["", *_plots(runs, ref, others, out), ""]
+    return lines
+
+
+def _mean_series(name: str, rs: list) -> CurveSeries | None:
+    """The seeds' mean curve (on the points all seeds evaluated) and its fit, for drawing."""
+    n = min(C.size for _, C, *_ in rs)
+    C = np.mean([C[:n] for _, C, *_ in rs], axis=0)
+    R = np.mean([R[:n] for _, _, R, *_ in rs], axis=0)
+    try:
+        fit, boot = fit_with_replicates(C, R, n_boot=50)
+    except UserError:
+        return None
+    return CurveSeries(f"{name} (mean of {len(rs)})", C, R, np.ones(n, bool), fit, boot)
+
+
+def _plots(runs: dict, ref: str | None, others: list[str], out: Path) -> list[str]:
+    groups = [others[i:i + PER_PLOT] for i in range(0, len(others), PER_PLOT)] or [[]]
+    lines = []
+    for i, g in enumerate(groups, 1):
+        series = [s for m in ([ref] if ref else []) + g if (s := _mean_series(m, runs[m])) is not None]
+        if not series:
+            continue
+        p = plot_curves(series, out / "plots" / f"curves_{i}.png", x_label="training samples")
+        lines.append(f"![curves {i}](plots/{p.name})")
+    return lines

@@ -38,8 +38,9 @@ def list_experiments() -> None:
     for n in names():
         e = load(n)
         print(f"{n:14s} {e.minutes:8.0f} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
-        for i, (evals, minutes) in enumerate(e.parts, 1):
-            print(f"  --part {i}: {minutes:.0f} min, evaluations {', '.join(evals)}")
+        for i, (evals, minutes, seeds) in enumerate(e.parts, 1):
+            which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
+            print(f"  --part {i}: {minutes:.0f} min, evaluations {', '.join(evals)}{which}")
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 

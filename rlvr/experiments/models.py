@@ -10,7 +10,12 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
 - ``sft`` / ``sft_gold``: SFT from ``base`` on one / all gold traces of the training problems
   (``excursions.steps`` steps at ``excursions.sft_lr``), keeping ``milestones`` evenly spaced
   checkpoints (``models/<name>/milestones/step_XXXXXX``);
-- ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems.
+- ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems;
+- ``sft_then_rl`` / ``parallel``: the excursion pipelines (:func:`rlvr.train.excursions.run_pipeline`):
+  half the budget of SFT then half of RL, or ``excursions.steps`` averaged SFT and RL updates.
+
+A model's ``start`` (a pretraining fraction) makes it start from that milestone checkpoint of the base's
+pretraining run instead of the final base; a ``base`` model with a ``start`` is that checkpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from rlvr.paths import atomic_write
 from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
 from rlvr.train.excursions import run_pipeline
 from rlvr.train.loop import train
-from rlvr.train.pretrain import base_model, cached_base
+from rlvr.train.pretrain import base_model, cached_base, milestone_path
 from rlvr.train.state import get_task
 
 
@@ -72,14 +77,15 @@ def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str,
         raise UserError(f"{model_id(spec.name, seed)} needs {', '.join(missing)}, which could not be built")
     if spec.teacher:
         teacher = built[needs[1]]["path"]
-    return built["base"]["path"], teacher
+    return str(milestone_path(built["base"]["path"], spec.start)), teacher
 
 
 def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict]) -> bool:
     """Whether :func:`build_model` would only read this model back (no training)."""
     cfg = model_config(exp, spec, seed)
     if spec.kind == "base":
-        return cached_base(cfg.model, cfg.pretrain) is not None
+        found = cached_base(cfg.model, cfg.pretrain)
+        return found is not None and (spec.start == 1.0 or milestone_path(found, spec.start).exists())
     try:
         start, teacher = _inputs(exp, spec, seed, built)
     except UserError:  # what it is built from is missing
@@ -95,8 +101,9 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
     d = out / "models" / model_id(spec.name, seed)
     if spec.kind == "base":
         t0 = time.time()
-        path = str(base_model(cfg.model, cfg.pretrain, progress))
-        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, "", "")}
+        path = str(milestone_path(base_model(cfg.model, cfg.pretrain, progress), spec.start))
+        at = "" if spec.start == 1.0 else f"milestone_{spec.start:.2f}"
+        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, at, "")}
     start, teacher = _inputs(exp, spec, seed, built)
     key = _key(cfg, spec, start, teacher)
     info = _done(d, key)
@@ -106,7 +113,7 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
     if spec.kind == "rl":
         info = _rl(cfg, spec, start, d, progress)
     else:
-        info = _supervised(cfg, spec, start, teacher, d)
+        info = _pipeline(cfg, spec, start, teacher, d)
     info.update(wall_s=time.time() - t0, key=key)
     atomic_write(d / "done.json", json.dumps(info, indent=1))
     return info
@@ -128,7 +135,9 @@ def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> 
     return {"path": str(final), "milestones": kept, "run": str(run)}
 
 
-def _supervised(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path) -> dict:
+def _pipeline(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path) -> dict:
+    """SFT, SFT-Gold, distillation, SFT->RL or parallel averaging from ``start`` (one process, no
+    resume: ``excursions.steps`` steps, minutes at most on the tiny model)."""
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     torch.manual_seed(cfg.train.seed)

@@ -17,6 +17,7 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.passk import pass_at_k_matrix
+from rlvr.eval.retention import retention_task
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
@@ -52,7 +53,7 @@ def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
 
 def protocol_name(ev: EvalSpec) -> str:
     """The folder of an evaluation protocol: evaluations with the same protocol share their cells."""
-    name = f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}"
+    name = f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}" + (f"-{ev.task}" if ev.task else "")
     if ev.kind == "weights":
         return f"weights-k{ev.k:g}-{name}"
     if ev.kind == "dynamics":
@@ -88,12 +89,12 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     under ``out``, reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}.
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`)."""
-    evals = exp.part_evaluations(part)
+    evals, only = exp.part_evaluations(part), exp.part_seeds(part)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     built: dict[str, dict] = {}
     timings: dict[str, float] = {}
-    cells = model_cells(exp, seeds, evals)
+    cells = [c for c in model_cells(exp, seeds, evals) if not only or c.seed is None or c.seed in only]
     stopped = False
     failed: dict[str, str] = {}
 
@@ -103,7 +104,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     bar = Progress(len(cells), f"reproduce {exp.name}: models", progress)
     try:
         if jobs > 1:
-            stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar)
+            stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar,
+                                      progress != "none")
         else:
             for c in cells:
                 if over_budget() and not model_cached(exp, exp.models[c.model], c.seed, out, built):
@@ -148,10 +150,16 @@ def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threa
 
 
 def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
-                    failed: dict, jobs: int, over_budget, bar) -> bool:
+                    failed: dict, jobs: int, over_budget, bar, say: bool = True) -> bool:
     """Build ``cells`` with ``jobs`` worker processes: a model starts once what it is built from
     (the base, its teacher) is built; cached models are read in this process. Fills ``built``,
-    ``timings``, ``failed``; -> whether it stopped on the time budget."""
+    ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
+    when a model starts and ends (the workers train without progress bars)."""
+
+    def note(text: str) -> None:
+        if say:
+            print(f"[reproduce {exp.name}] {text}", file=sys.stderr, flush=True)
+
     import os
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from multiprocessing import get_context
@@ -186,6 +194,7 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                         todo.remove(c)
                         job = pool.submit(_build_one, exp, c, str(out), dict(built), threads)
                         running[job] = (c, time.time())
+                        note(f"training {c.id} (process {len(running)} of {jobs}, {threads} thread(s))")
             if not running:
                 break  # nothing left that can start (stopped on the budget, or all done)
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -193,6 +202,7 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                 c, t = running.pop(f)
                 try:
                     built[model_id(c.model, c.seed)] = f.result()
+                    note(f"{c.id} done in {(time.time() - t) / 60:.1f} min")
                 except UserError as e:
                     failed[c.model] = str(e)
                     warn(f"{c.id} failed: {e}")
@@ -242,7 +252,8 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
         info = built[model_id(c.model, c.seed)]
         return evaluate_weights(path, info.get("milestones", []), built["base"]["path"], cfg, get_task(cfg), ev,
                                 SAMPLING_SEED, d, key)
-    return evaluate_model(path, built["base"]["path"], cfg, get_task(cfg), ev.problems, ev.n, ev.temperature,
+    task = retention_task(cfg, ev.task) if ev.task else get_task(cfg)
+    return evaluate_model(path, built["base"]["path"], cfg, task, ev.problems, ev.n, ev.temperature,
                           ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk)
 
 

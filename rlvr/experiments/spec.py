@@ -41,10 +41,11 @@ from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import EXPECTS
 
-KINDS = ("base", "rl", "sft", "sft_gold", "distill")
+KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel")
 EVAL_KINDS = ("samples", "weights", "dynamics")
 """Model kinds: the pretrained base; RL with the config's recipe (the train loop); SFT on one or
-all gold traces; SFT on a teacher model's verified-right samples."""
+all gold traces; SFT on a teacher model's verified-right samples; SFT then RL (half the budget
+each); parallel averaging of the SFT and RL updates (docs/methods/excursions.md)."""
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 
 
@@ -58,6 +59,9 @@ class ModelSpec:
     milestones: int = 0
     """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
     evaluations with milestones and weights evaluations (the final model is not counted)."""
+    start: float = 1.0
+    """The pretraining milestone (a fraction of the base's pretraining budget, one of
+    ``pretrain.milestones``) the model starts from; a ``base`` model is that checkpoint itself."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,9 @@ class EvalSpec:
     training series (:mod:`rlvr.experiments.dynamics_eval`; nothing sampled)."""
     k: float = 0.05
     """``weights``: singular directions kept per matrix, a fraction of its rank (or an integer >= 1)."""
+    task: str = ""
+    """``samples``: evaluate on this task instead of the experiment's (built with the pretraining
+    corpus's knobs for it, ``pretrain.task_knobs``: a general-ability retention task, e.g. strings)."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,10 @@ class Experiment:
     """What a full run showed beyond the verdicts, and why a claim failed (written after the run;
     the page prints them under the table they read)."""
     quick: dict = field(default_factory=dict)
-    parts: tuple[tuple[tuple[str, ...], float], ...] = ()
-    """(evaluation names, measured minutes) of each part; empty = one part, everything."""
+    parts: tuple[tuple[tuple[str, ...], float, tuple[int, ...]], ...] = ()
+    """(evaluation names, measured minutes, seeds) of each part; empty = one part, everything.
+    Seeds empty: every seed; else the part trains and evaluates only these seeds of its seeded
+    models (an evaluation may then appear in several parts, each with other seeds)."""
     last_overrides: tuple[str, ...] = ()
     """Applied after every model's own overrides (the quick form's miniature settings)."""
 
@@ -121,6 +130,10 @@ class Experiment:
         if not self.parts or not 1 <= part <= len(self.parts):
             raise UserError(f"{self.name} has {len(self.parts) or 1} part(s); --part must be 1..{len(self.parts) or 1}")
         return self.parts[part - 1][0]
+
+    def part_seeds(self, part: int | None) -> tuple[int, ...]:
+        """The seeds ``part`` is limited to (empty: every seed)."""
+        return () if part is None else self.parts[part - 1][2]
 
     def quick_form(self) -> Experiment:
         """The miniature: quick overrides appended, fewer seeds, n and problems capped."""
@@ -153,39 +166,50 @@ def parse(data: dict, name: str) -> Experiment:
         raise UserError(f"{name}: name {data['name']!r} differs from the file name")
     models: dict[str, ModelSpec] = {}
     for m, md in data["models"].items():
-        _keys(md, {"kind", "seeded", "overrides", "teacher", "milestones"}, f"{name}.models.{m}", {"kind"})
+        _keys(md, {"kind", "seeded", "overrides", "teacher", "milestones", "start"}, f"{name}.models.{m}", {"kind"})
         if md["kind"] not in KINDS:
             raise UserError(f"{name}.models.{m}.kind: unknown {md['kind']!r}; use one of {', '.join(KINDS)}")
         if (md["kind"] == "distill") != bool(md.get("teacher")):
             raise UserError(f"{name}.models.{m}: a distill model needs a teacher (and only it has one)")
         if md.get("teacher") and md["teacher"] not in models:
             raise UserError(f"{name}.models.{m}.teacher: {md['teacher']!r} is not a model declared before it")
+        start = md.get("start", 1.0)
+        if not isinstance(start, (int, float)) or not 0 < start <= 1:
+            raise UserError(f"{name}.models.{m}.start: {start!r} is not a pretraining fraction in (0, 1]")
+        if md["kind"] == "base" and md.get("seeded"):
+            raise UserError(f"{name}.models.{m}: a base model is pretrained once; it cannot be seeded")
         models[m] = ModelSpec(m, md["kind"], bool(md.get("seeded", False)), tuple(md.get("overrides", ())),
-                              md.get("teacher", ""), int(md.get("milestones", 0)))
+                              md.get("teacher", ""), int(md.get("milestones", 0)), float(start))
     if "base" not in models or models["base"].kind != "base":
         raise UserError(f"{name}.models: needs a model called base of kind base (every comparison's reference)")
     evals: dict[str, EvalSpec] = {}
     for e, ed in data["evaluations"].items():
-        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones", "kind", "k"},
+        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones", "kind", "k", "task"},
               f"{name}.evaluations.{e}", {"temperature", "n", "problems", "models"})
         for m in ed["models"]:
             if m not in models:
                 raise UserError(f"{name}.evaluations.{e}.models: unknown model {m!r}")
         if int(ed["n"]) < 1 or int(ed["problems"]) < 1:
             raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
+        if ed.get("task"):
+            from rlvr.tasks.registry import list_tasks
+
+            if ed["task"] not in list_tasks():
+                raise UserError(f"{name}.evaluations.{e}.task: unknown task {ed['task']!r}; use one of "
+                                f"{', '.join(list_tasks())}")
         kind = ed.get("kind", "samples")
         if kind not in EVAL_KINDS:
             raise UserError(f"{name}.evaluations.{e}.kind: unknown {kind!r}; use one of {', '.join(EVAL_KINDS)}")
         k = float(ed.get("k", 0.05))
         if not (0 < k <= 1 or (k > 1 and k.is_integer())):
             raise UserError(f"{name}.evaluations.{e}.k: {k} is neither a fraction in (0, 1] nor an integer")
-        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed):
-            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity or milestones")
+        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed or ed.get("task")):
+            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity, milestones or task")
         if kind == "dynamics" and any(models[m].kind != "rl" for m in ed["models"]):
             raise UserError(f"{name}.evaluations.{e}: a dynamics evaluation reads RL runs; its models must be rl")
         evals[e] = EvalSpec(e, float(ed["temperature"]), float(ed.get("top_p", 1.0)), int(ed["n"]),
                             int(ed["problems"]), tuple(ed["models"]), int(ed.get("perplexity", 0)),
-                            bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k)
+                            bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k, str(ed.get("task", "")))
     claims = []
     for i, cd in enumerate(data["claims"]):
         where = f"{name}.claims[{i}]"
@@ -197,21 +221,35 @@ def parse(data: dict, name: str) -> Experiment:
             raise UserError(f"{where}.expect: use one of {', '.join(EXPECTS)}")
         MEASURES[cd["measure"]].check(cd["args"], evals, models, where)
         claims.append(ClaimSpec(cd["id"], cd["claim"], cd["paper"], cd["measure"], dict(cd["args"]), cd["expect"]))
-    parts = []
-    for i, pd in enumerate(data.get("parts") or []):
-        _keys(pd, {"evaluations", "minutes"}, f"{name}.parts[{i}]", {"evaluations"})
-        for e in pd["evaluations"]:
-            if e not in evals:
-                raise UserError(f"{name}.parts[{i}].evaluations: unknown evaluation {e!r}")
-        parts.append((tuple(pd["evaluations"]), float(pd.get("minutes", 0))))
-    if parts and sorted(e for p, _ in parts for e in p) != sorted(evals):
-        raise UserError(f"{name}.parts: every evaluation must be in exactly one part")
+    parts = _parts(data.get("parts") or [], evals, int(data.get("seeds", 3)), name)
     quick = data.get("quick") or {}
     _keys(quick, {"overrides", "seeds", "n", "problems", "minutes"}, f"{name}.quick")
     return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
                       float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
                       tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
                       tuple(data.get("deviations", ())), tuple(data.get("notes", ())), dict(quick), tuple(parts))
+
+
+def _parts(raw: list, evals: dict, seeds: int, name: str) -> list:
+    """Validate ``parts``: every evaluation covered once (once per seed where parts name seeds)."""
+    parts = []
+    for i, pd in enumerate(raw):
+        _keys(pd, {"evaluations", "minutes", "seeds"}, f"{name}.parts[{i}]", {"evaluations"})
+        for e in pd["evaluations"]:
+            if e not in evals:
+                raise UserError(f"{name}.parts[{i}].evaluations: unknown evaluation {e!r}")
+        ss = pd.get("seeds") or []
+        if not all(isinstance(x, int) and 0 <= x < seeds for x in ss):
+            raise UserError(f"{name}.parts[{i}].seeds: {ss!r}; use seeds among 0..{seeds - 1}")
+        parts.append((tuple(pd["evaluations"]), float(pd.get("minutes", 0)), tuple(ss)))
+    covered: dict[str, list[int]] = {}
+    for evs, _, ss in parts:
+        for e in evs:
+            covered.setdefault(e, []).extend(ss or range(seeds))
+    if parts and (set(covered) != set(evals) or any(sorted(v) != list(range(seeds)) for v in covered.values())):
+        raise UserError(f"{name}.parts: every evaluation must be in exactly one part (or, for parts that "
+                        f"name seeds, once per seed 0..{seeds - 1})")
+    return parts
 
 
 def names() -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from rlvr.config import ModelConfig, PretrainConfig, config_hash, to_dict
+from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress
 from rlvr.machine import machine_info
 from rlvr.model.io import save_policy
@@ -109,6 +110,21 @@ def cached_base(model_cfg: ModelConfig, pre: PretrainConfig) -> Path | None:
     """The cached base checkpoint of this (model, pretrain) config if it exists, else None."""
     d = cache_root() / "base" / pretrain_key(model_cfg.with_dtype("float32"), pre)
     return d / "final" if (d / "final" / "model.safetensors").exists() and (d / "pretrain.json").exists() else None
+
+
+def milestone_path(base: str | Path, fraction: float) -> Path:
+    """The checkpoint a pretraining run saved at ``fraction`` of its budget (``base``: its ``final``
+    checkpoint, as :func:`base_model` returns it; 1.0 -> ``base`` itself)."""
+    base = Path(base)
+    if fraction == 1.0:
+        return base
+    d = base.parent / f"milestone_{fraction:.2f}"
+    if not (d / "model.safetensors").exists():
+        have = sorted(float(p.name.split("_")[1]) for p in base.parent.glob("milestone_*"))
+        raise UserError(f"the base at {base.parent} has no pretraining milestone {fraction:.2f} (it has "
+                        f"{', '.join(f'{h:.2f}' for h in have) or 'none'}); add it to pretrain.milestones "
+                        "(this pretrains a new base) or pick one of those")
+    return d
 
 
 def base_model(model_cfg: ModelConfig, pre: PretrainConfig, progress: str = "auto") -> Path:

@@ -87,10 +87,44 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
             "'sft' is not evaluated by e"),
            ({"evaluations": {"e": {**good["evaluations"]["e"], "colour": 1}}}, "unknown key"),
            ({"models": {"rl": {"kind": "rl"}}}, "needs a model called base"),
-           ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}}, "not a model declared")]
+           ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}}, "not a model declared"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "start": 1.5}}}, "not a pretraining fraction"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "seeded": True}}}, "cannot be seeded"),
+           ({"evaluations": {"e": {**good["evaluations"]["e"], "task": "strngs"}}}, "unknown task 'strngs'"),
+           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0]}]}, "once per seed 0..1"),
+           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0, 1]}, {"evaluations": ["e"], "seeds": [1]}]},
+            "once per seed"),
+           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [2]}]}, "seeds among 0..1")]
     for change, msg in bad:
         with pytest.raises(UserError, match=msg):
             spec.parse({**good, **change}, "x")
+
+
+def test_parts_may_split_seeds_and_models_start_from_pretraining_milestones(tmp_path):
+    good = {"name": "x", "title": "t", "seeds": 2,
+            "models": {"base": {"kind": "base"}, "early": {"kind": "base", "start": 0.25},
+                       "rl": {"kind": "rl", "seeded": True, "start": 0.25},
+                       "par": {"kind": "parallel", "seeded": True}},
+            "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["early", "rl", "par"]},
+                            "keep": {"temperature": 0.0, "n": 1, "problems": 2, "models": ["base", "par"],
+                                     "task": "strings"}},
+            "parts": [{"evaluations": ["e"], "seeds": [0]}, {"evaluations": ["e"], "seeds": [1]},
+                      {"evaluations": ["keep"]}],
+            "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
+                        "args": {"eval": "e", "model": "rl", "against": "early", "k": 1}, "expect": "positive"}]}
+    exp = spec.parse(good, "x")
+    assert [exp.part_seeds(i) for i in (1, 2, 3, None)] == [(0,), (1,), (), ()]
+    assert exp.models["rl"].start == 0.25 and exp.models["base"].start == 1.0 and exp.evaluations["keep"].task
+    from rlvr.experiments.models import _inputs
+    from rlvr.train.pretrain import milestone_path
+
+    final = tmp_path / "final"
+    (tmp_path / "milestone_0.25").mkdir()
+    (tmp_path / "milestone_0.25" / "model.safetensors").write_text("w")
+    assert milestone_path(final, 1.0) == final and milestone_path(final, 0.25) == tmp_path / "milestone_0.25"
+    with pytest.raises(UserError, match="no pretraining milestone 0.50 .it has 0.25"):
+        milestone_path(final, 0.5)
+    assert _inputs(exp, exp.models["rl"], 0, {"base": {"path": str(final)}}) == (str(tmp_path / "milestone_0.25"), "")
 
 
 def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):

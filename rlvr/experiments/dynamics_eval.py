@@ -16,7 +16,8 @@ from rlvr.experiments.cells import open_cell
 from rlvr.paths import atomic_write, iter_jsonl
 
 SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
-          *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate", "samples", "flops")
+          *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate", "samples", "flops",
+          "reward", "reward_accuracy")
 
 
 def read_series(metrics: Path) -> dict[str, list]:

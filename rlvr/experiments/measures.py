@@ -33,6 +33,7 @@ import numpy as np
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
+from rlvr.experiments import association_measures as am
 from rlvr.experiments import curve_measures as cm
 from rlvr.experiments import dynamics_measures as dm
 from rlvr.experiments import weight_measures as wm
@@ -63,6 +64,17 @@ class Measure:
             if key in args and args[key] not in pool:
                 raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']}"
                                 + (" or another dynamics evaluation" if ev.kind == "dynamics" else ""))
+        if "pairs" in args:  # association measures: per checkpoint [model, ..., its start model]
+            if not args["pairs"] or not all(isinstance(p, list) and len(p) >= 2 for p in args["pairs"]):
+                raise UserError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")
+            dyn = evals.get(args.get("dynamics", ""))
+            for p in args["pairs"]:
+                named = p[1:] if dyn is not None else p  # an intrinsic run (first) is read by `dynamics`
+                for m in named:
+                    if m not in pool:
+                        raise UserError(f"{where}.args.pairs: {m!r} is not evaluated by {args['eval']}")
+                if dyn is not None and p[0] not in dyn.models:
+                    raise UserError(f"{where}.args.pairs: {p[0]!r} is not evaluated by {args['dynamics']}")
 
 
 def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:
@@ -230,5 +242,20 @@ def _register_curve_measures() -> None:
     })
 
 
+def _register_association_measures() -> None:
+    """Correlations across checkpoints and seeds (:mod:`rlvr.experiments.association_measures`)."""
+    MEASURES.update({
+        "gain_association": Measure(am.gain_association, ("eval", "pairs"),
+                                    lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} corr(start's "
+                                              f"pass@{a.get('k', 1)}, RL's gain in pass@{a.get('gain_k', 1)}) "
+                                              "across checkpoints x seeds"),
+        "collapse_association": Measure(am.collapse_association, ("eval", "dynamics", "pairs"),
+                                        lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} "
+                                                  "corr(collapse step of the intrinsic run, supervised RL's gain "
+                                                  f"in pass@{a.get('gain_k', 1)}) across checkpoints x seeds"),
+    })
+
+
 _register_weight_measures()
 _register_curve_measures()
+_register_association_measures()

@@ -95,6 +95,13 @@ def _details(rows: list[dict]) -> list[str]:
                              for s, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
+        elif r["measure"] in ("gain_association", "collapse_association"):
+            text = (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
+                    f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "
+                    f"{d['rho_interval'][1]:+.3f}]" + (f"; {d['censored']} run(s) never collapsed (counted at their "
+                                                       "last step + 1)" if d.get("censored") else "")
+                    + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {_num(v, '{:.3g}')}" for k, v in p.items())
+                                       for u, p in d["points"].items()))
         elif r["measure"] in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking"):
             text = _curve_detail(r["measure"], d, m, a)
         else:

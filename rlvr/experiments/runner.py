@@ -273,11 +273,12 @@ def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] 
         row = {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
                "quantity": m.describe(cl.args), "args": cl.args}
         against = cl.args.get("against", "base")
+        model = cl.args["model"] if "model" in cl.args else cl.args["pairs"][0][0]  # association: its first run
         try:
             est, details = m.compute(lambda e, mo, s: load_stats(out, exp.evaluations[e], mo, s), cl.args,
-                                     seeds_of(exp, cl.args["model"], seeds), seeds_of(exp, against, seeds))
+                                     seeds_of(exp, model, seeds), seeds_of(exp, against, seeds))
         except FileNotFoundError as e:
-            why = [(failed or {})[m] for m in (cl.args["model"], against) if m in (failed or {})]
+            why = [(failed or {})[m] for m in (model, against) if m in (failed or {})]
             rows.append({**row, "verdict": f"not measured: {why[0]}" if why else "not run yet", "missing": str(e)})
             continue
         except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)

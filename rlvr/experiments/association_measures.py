@@ -1,0 +1,92 @@
+"""Measures that correlate one quantity with another across pretraining checkpoints and seeds, for
+the claims "the base checkpoint's pass@k predicts RL's gain" (RL excursions) and "the collapse step
+of an intrinsic-reward run predicts supervised RL's gain from the same checkpoint" (unsupervised
+RLVR); formulas: docs/methods/unsupervised_rlvr.md and docs/methods/excursions.md.
+
+A unit is one (checkpoint, seed). ``pairs`` lists, per checkpoint, the models that describe it:
+
+- ``gain_association`` (eval, pairs: [[rl, start], ...], k = 1, gain_k = 1, stat = r): x = the start
+  checkpoint's pass@k, y = the RL model's pass@gain_k minus the start's (per seed).
+- ``collapse_association`` (eval, dynamics, pairs: [[intrinsic, rl, start], ...], gain_k = 1, window = 3,
+  threshold = 0.01, stat = r): x = the collapse step of the intrinsic-reward run (first step whose
+  trailing mean reward accuracy is below the threshold; a run that never collapses counts at its
+  last step + 1, censored, and the details count them), y = the supervised RL model's gain as above.
+
+The estimate is Pearson's r (``stat: rho``: Spearman's) with a bootstrap interval that resamples
+whole checkpoints (the seeds of one checkpoint share its x, or its base) unless ``cluster: false``.
+"""
+
+from __future__ import annotations
+
+from rlvr.analysis.association import associate
+from rlvr.analysis.collapse import analyse_run
+from rlvr.errors import UserError
+from rlvr.eval.passk import pass_at_k_matrix
+from rlvr.experiments.verdict import Estimate, seed_label
+
+
+def passk(stats: dict, k: int) -> float:
+    """Mean over problems of the unbiased pass@k of a samples cell."""
+    n = stats["n"]
+    if not 1 <= k <= n:
+        raise UserError(f"k={k} is outside 1..n={n}")
+    return float(pass_at_k_matrix([n] * len(stats["correct"]), stats["correct"], [k])[:, 0].mean())
+
+
+def _gain(get, ev: str, rl: str, start: str, s, k: int) -> float:
+    m, b = get(ev, rl, s), get(ev, start, None)
+    if m["ids"] != b["ids"]:
+        raise UserError(f"{rl} and {start} were evaluated on different problems")
+    return passk(m, k) - passk(b, k)
+
+
+def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate], dict]:
+    a = associate(x, y, groups if args.get("cluster", True) else None)
+    if args.get("stat", "r") == "rho":
+        value, lo, hi = a.rho, a.rho_low, a.rho_high
+    else:
+        value, lo, hi = a.r, a.r_low, a.r_high
+    return [Estimate(None, value, lo, hi)], {"units": a.n, "r": a.r, "r_interval": [a.r_low, a.r_high],
+                                             "rho": a.rho, "rho_interval": [a.rho_low, a.rho_high]}
+
+
+def gain_association(get, args: dict, seeds, against_seeds):
+    k, gk = int(args.get("k", 1)), int(args.get("gain_k", 1))
+    x, y, groups, points = [], [], [], {}
+    for i, (rl, start) in enumerate(args["pairs"]):
+        base_k = passk(get(args["eval"], start, None), k)
+        for s in seeds:
+            g = _gain(get, args["eval"], rl, start, s, gk)
+            x.append(base_k)
+            y.append(g)
+            groups.append(i)
+            points[f"{rl} {seed_label(s)}"] = {"x": base_k, "y": g}
+    est, details = _estimate(args, x, y, groups)
+    return est, {**details, "x": f"pass@{k} of the start", "y": f"gain in pass@{gk}", "points": points}
+
+
+def collapse_step_of(stats: dict, window: int, threshold: float) -> tuple[float, bool]:
+    """(collapse step, collapsed) of a dynamics cell's series; a run that never collapses -> (last
+    step + 1, False)."""
+    series = stats.get("series") if stats.get("kind") == "dynamics" else None
+    if series is None or "reward_accuracy" not in series:
+        raise UserError("collapse_association needs a `kind: dynamics` evaluation of the intrinsic-reward runs")
+    rows = [{"step": s, "reward_accuracy": r} for s, r in zip(series["step"], series["reward_accuracy"])]
+    res = analyse_run(rows, window=window, threshold=threshold)
+    return (float(res.collapse_step), True) if res.collapsed else (float(res.final_step + 1), False)
+
+
+def collapse_association(get, args: dict, seeds, against_seeds):
+    gk, window, thr = int(args.get("gain_k", 1)), int(args.get("window", 3)), float(args.get("threshold", 0.01))
+    x, y, groups, points, censored = [], [], [], {}, 0
+    for i, (intrinsic, rl, start) in enumerate(args["pairs"]):
+        for s in seeds:
+            step, collapsed = collapse_step_of(get(args["dynamics"], intrinsic, s), window, thr)
+            censored += not collapsed
+            g = _gain(get, args["eval"], rl, start, s, gk)
+            x.append(step)
+            y.append(g)
+            groups.append(i)
+            points[f"{intrinsic} {seed_label(s)}"] = {"collapse_step": step, "collapsed": collapsed, "gain": g}
+    est, details = _estimate(args, x, y, groups)
+    return est, {**details, "censored": censored, "points": points}

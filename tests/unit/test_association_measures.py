@@ -1,0 +1,56 @@
+"""Association measures (rlvr.experiments.association_measures) against hand computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.experiments import association_measures as am
+
+
+def cell(correct, n=4):
+    return {"n": n, "correct": list(correct), "ids": [f"p{i}" for i in range(len(correct))]}
+
+
+# three checkpoints: base pass@1 0.25, 0.5, 0.75 (2 problems, n = 4); RL gains 0.0/0.125 (early),
+# 0.25/0.25 (mid), 0.25/0.375 (late) over the two seeds
+CELLS = {("e", "b1", None): cell([1, 1]), ("e", "b2", None): cell([2, 2]), ("e", "b3", None): cell([3, 3]),
+         ("e", "r1", 0): cell([1, 1]), ("e", "r1", 1): cell([2, 1]),
+         ("e", "r2", 0): cell([3, 3]), ("e", "r2", 1): cell([3, 3]),
+         ("e", "r3", 0): cell([4, 4]), ("e", "r3", 1): cell([4, 4])}
+PAIRS = [["r1", "b1"], ["r2", "b2"], ["r3", "b3"]]
+
+
+def get(ev, model, seed):
+    if ev == "d":
+        steps = list(range(1, 11))
+        fall = {"i1": 3, "i2": 6, "i3": None}[model]  # reward accuracy drops to 0 at this step
+        acc = [0.0 if fall and s >= fall else 0.5 for s in steps]
+        return {"kind": "dynamics", "series": {"step": steps, "reward_accuracy": acc}}
+    return CELLS[(ev, model, seed)]
+
+
+def test_pass_at_k_of_a_cell_and_the_gain_association_by_hand():
+    assert am.passk(cell([1, 3]), 1) == pytest.approx((0.25 + 0.75) / 2)
+    assert am.passk(cell([1, 0]), 2) == pytest.approx((1 - 3 / 6) / 2)  # 1 - C(3,2)/C(4,2) for the first
+    with pytest.raises(UserError, match="outside"):
+        am.passk(cell([1]), 8)
+    est, det = am.gain_association(get, {"eval": "e", "pairs": PAIRS}, [0, 1], [None])
+    x = [0.25, 0.25, 0.5, 0.5, 0.75, 0.75]
+    y = [0.0, 0.125, 0.25, 0.25, 0.25, 0.25]
+    assert est[0].value == pytest.approx(np.corrcoef(x, y)[0, 1]) and det["units"] == 6
+    assert est[0].lo <= est[0].value <= est[0].hi and det["points"]["r1 s1"] == pytest.approx({"x": 0.25, "y": 0.125})
+
+
+def test_collapse_association_counts_a_run_that_never_collapsed_at_its_end():
+    pairs = [["i1", "r1", "b1"], ["i2", "r2", "b2"], ["i3", "r3", "b3"]]
+    est, det = am.collapse_association(get, {"eval": "e", "dynamics": "d", "pairs": pairs, "window": 1},
+                                       [0, 1], [None])
+    # collapse steps 3, 6 and never (-> 11); gains as above
+    x = [3, 3, 6, 6, 11, 11]
+    y = [0.0, 0.125, 0.25, 0.25, 0.25, 0.25]
+    assert est[0].value == pytest.approx(np.corrcoef(x, y)[0, 1]) and det["censored"] == 2
+    assert det["points"]["i1 s0"]["collapse_step"] == 3 and not det["points"]["i3 s1"]["collapsed"]
+    with pytest.raises(UserError, match="dynamics"):
+        am.collapse_step_of({"kind": "samples"}, 3, 0.01)

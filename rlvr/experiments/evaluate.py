@@ -24,6 +24,7 @@ from rlvr.eval import stream
 from rlvr.eval.entropy import answer_entropy_of, token_entropy
 from rlvr.eval.generate import mean_logp_under
 from rlvr.eval.samples import group_by_problem, load_samples
+from rlvr.errors import UserError
 from rlvr.experiments.cells import open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
@@ -88,14 +89,17 @@ def eval_cached(out: Path, key: str) -> bool:
 
 def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, task, n_problems: int, n: int,
                    temperature: float, top_p: float, perplexity: int, seed: int, out: Path, key: str = "",
-                   on_chunk: Callable[[int, int], None] | None = None) -> dict:
+                   on_chunk: Callable[[int, int], None] | None = None, offset: int = 0) -> dict:
     """Sample (resumably), reduce, score under the base; writes ``out/stats.json`` -> the stats.
     ``key`` names what decides the cell (the model's own key, the protocol): a folder holding
     another key's samples or statistics is cleared first."""
     done = out / "stats.json"
     if (cached := open_cell(out, key)) is not None:
         return cached
-    problems = task.problems("heldout", n_problems)
+    problems = task.problems("heldout", offset + n_problems)[offset:]  # offset: a validation block
+    if offset and len(problems) < n_problems:  # a short validation block: say so, never evaluate fewer
+        raise UserError(f"the task has {len(problems) + offset} held-out problems; {n_problems} from {offset} on "
+                        "need more (lower problems or offset)")
     paths = sample_chunks(model_dir, cfg, task, problems, n, temperature, top_p, seed, out / "samples", on_chunk)
     rows = [r for p in paths for r in load_samples(p)]
     ids = [p.id for p in problems]

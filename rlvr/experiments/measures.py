@@ -56,14 +56,13 @@ class Measure:
         ev = evals.get(args["eval"])
         if ev is None:
             raise UserError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
-        # dynamics cells (a run's logged series) are shared by every dynamics evaluation: a claim may
-        # compare runs that different evaluations (different parts) list
-        pool = ({m for e in evals.values() if e.kind == "dynamics" for m in e.models} if ev.kind == "dynamics"
-                else set(ev.models))
+        # evaluations with the same protocol share their cells (every dynamics evaluation reads the same
+        # runs): a claim may compare models that different evaluations (different parts) list
+        pool = {m for e in evals.values() if ev.same_cells(e) for m in e.models}
         for key in ("model", "against", "reference"):
             if key in args and args[key] not in pool:
-                raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']}"
-                                + (" or another dynamics evaluation" if ev.kind == "dynamics" else ""))
+                raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']} "
+                                "or an evaluation with its protocol")
         if "pairs" in args:  # association measures: per checkpoint [model, ..., its start model]
             if not args["pairs"] or not all(isinstance(p, list) and len(p) >= 2 for p in args["pairs"]):
                 raise UserError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")
@@ -72,7 +71,8 @@ class Measure:
                 named = p[1:] if dyn is not None else p  # an intrinsic run (first) is read by `dynamics`
                 for m in named:
                     if m not in pool:
-                        raise UserError(f"{where}.args.pairs: {m!r} is not evaluated by {args['eval']}")
+                        raise UserError(f"{where}.args.pairs: {m!r} is not evaluated by {args['eval']} or an "
+                                        "evaluation with its protocol")
                 if dyn is not None and p[0] not in dyn.models:
                     raise UserError(f"{where}.args.pairs: {p[0]!r} is not evaluated by {args['dynamics']}")
 

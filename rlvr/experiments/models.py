@@ -11,8 +11,9 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
   (``excursions.steps`` steps at ``excursions.sft_lr``), keeping ``milestones`` evenly spaced
   checkpoints (``models/<name>/milestones/step_XXXXXX``);
 - ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems;
-- ``sft_then_rl`` / ``parallel``: the excursion pipelines (:func:`rlvr.train.excursions.run_pipeline`):
-  half the budget of SFT then half of RL, or ``excursions.steps`` averaged SFT and RL updates.
+- ``sft_then_rl`` / ``parallel`` / ``rl_steps``: the excursion pipelines
+  (:func:`rlvr.train.excursions.run_pipeline`): half the budget of SFT then half of RL,
+  ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps.
 
 A model's ``start`` (a pretraining fraction) makes it start from that milestone checkpoint of the base's
 pretraining run instead of the final base; a ``base`` model with a ``start`` is that checkpoint.
@@ -153,7 +154,8 @@ def _pipeline(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path
             kept.append(str(d / "milestones" / f"step_{step:06d}"))
 
     try:
-        budget = run_pipeline(cfg, spec.kind, model, tok, get_task(cfg), log, Path(teacher) if teacher else None,
+        pipeline = "rl" if spec.kind == "rl_steps" else spec.kind
+        budget = run_pipeline(cfg, pipeline, model, tok, get_task(cfg), log, Path(teacher) if teacher else None,
                               keep)
     finally:
         log.close()

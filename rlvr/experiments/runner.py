@@ -53,7 +53,8 @@ def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
 
 def protocol_name(ev: EvalSpec) -> str:
     """The folder of an evaluation protocol: evaluations with the same protocol share their cells."""
-    name = f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}" + (f"-{ev.task}" if ev.task else "")
+    name = (f"T{ev.temperature:g}-p{ev.top_p:g}-n{ev.n}-P{ev.problems}" + (f"-o{ev.offset}" if ev.offset else "")
+            + (f"-{ev.task}" if ev.task else ""))
     if ev.kind == "weights":
         return f"weights-k{ev.k:g}-{name}"
     if ev.kind == "dynamics":
@@ -254,7 +255,7 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
                                 SAMPLING_SEED, d, key)
     task = retention_task(cfg, ev.task) if ev.task else get_task(cfg)
     return evaluate_model(path, built["base"]["path"], cfg, task, ev.problems, ev.n, ev.temperature,
-                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk)
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk, ev.offset)
 
 
 def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> dict:

@@ -41,11 +41,12 @@ from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import EXPECTS
 
-KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel")
+KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel", "rl_steps")
 EVAL_KINDS = ("samples", "weights", "dynamics")
 """Model kinds: the pretrained base; RL with the config's recipe (the train loop); SFT on one or
 all gold traces; SFT on a teacher model's verified-right samples; SFT then RL (half the budget
-each); parallel averaging of the SFT and RL updates (docs/methods/excursions.md)."""
+each); parallel averaging of the SFT and RL updates; RL for ``excursions.steps`` optimiser steps, the
+budget of the others (docs/methods/excursions.md)."""
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 
 
@@ -86,6 +87,18 @@ class EvalSpec:
     task: str = ""
     """``samples``: evaluate on this task instead of the experiment's (built with the pretraining
     corpus's knobs for it, ``pretrain.task_knobs``: a general-ability retention task, e.g. strings)."""
+    offset: int = 0
+    """``samples``: skip the first ``offset`` held-out problems (a validation block for tuning,
+    disjoint from the evaluations that start at 0)."""
+
+
+    def same_cells(self, other: EvalSpec) -> bool:
+        """Whether ``other`` shares this evaluation's cells (the same protocol; every dynamics
+        evaluation reads the same runs)."""
+        if self.kind == "dynamics" or other.kind == "dynamics":
+            return self.kind == other.kind
+        keys = ("kind", "temperature", "top_p", "n", "problems", "perplexity", "k", "task", "offset")
+        return all(getattr(self, k) == getattr(other, k) for k in keys)
 
 
 @dataclass(frozen=True)
@@ -184,7 +197,8 @@ def parse(data: dict, name: str) -> Experiment:
         raise UserError(f"{name}.models: needs a model called base of kind base (every comparison's reference)")
     evals: dict[str, EvalSpec] = {}
     for e, ed in data["evaluations"].items():
-        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones", "kind", "k", "task"},
+        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones", "kind", "k", "task",
+                   "offset"},
               f"{name}.evaluations.{e}", {"temperature", "n", "problems", "models"})
         for m in ed["models"]:
             if m not in models:
@@ -203,13 +217,17 @@ def parse(data: dict, name: str) -> Experiment:
         k = float(ed.get("k", 0.05))
         if not (0 < k <= 1 or (k > 1 and k.is_integer())):
             raise UserError(f"{name}.evaluations.{e}.k: {k} is neither a fraction in (0, 1] nor an integer")
-        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed or ed.get("task")):
-            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity, milestones or task")
+        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed or ed.get("task") or ed.get("offset")):
+            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity, milestones, task "
+                            "or offset")
+        if not isinstance(ed.get("offset", 0), int) or ed.get("offset", 0) < 0:
+            raise UserError(f"{name}.evaluations.{e}.offset: {ed['offset']!r}; use an integer >= 0")
         if kind == "dynamics" and any(models[m].kind != "rl" for m in ed["models"]):
             raise UserError(f"{name}.evaluations.{e}: a dynamics evaluation reads RL runs; its models must be rl")
         evals[e] = EvalSpec(e, float(ed["temperature"]), float(ed.get("top_p", 1.0)), int(ed["n"]),
                             int(ed["problems"]), tuple(ed["models"]), int(ed.get("perplexity", 0)),
-                            bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k, str(ed.get("task", "")))
+                            bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k, str(ed.get("task", "")),
+                            int(ed.get("offset", 0)))
     claims = []
     for i, cd in enumerate(data["claims"]):
         where = f"{name}.claims[{i}]"

@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 
 from rlvr.config import RunConfig
+from rlvr.errors import UserError
 from rlvr.eval import stream
 from rlvr.eval.entropy import answer_entropy_of, token_entropy
 from rlvr.eval.generate import mean_logp_under
 from rlvr.eval.samples import group_by_problem, load_samples
-from rlvr.errors import UserError
 from rlvr.experiments.cells import open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write

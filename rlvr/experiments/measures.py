@@ -36,6 +36,7 @@ from rlvr.eval.support import classify, crossover_k, support_counts, support_rat
 from rlvr.experiments import association_measures as am
 from rlvr.experiments import curve_measures as cm
 from rlvr.experiments import dynamics_measures as dm
+from rlvr.experiments import series_measures as sm
 from rlvr.experiments import weight_measures as wm
 from rlvr.experiments.verdict import Estimate, seed_label
 
@@ -243,8 +244,17 @@ def _register_curve_measures() -> None:
 
 
 def _register_association_measures() -> None:
-    """Correlations across checkpoints and seeds (:mod:`rlvr.experiments.association_measures`)."""
+    """Correlations across checkpoints and seeds (:mod:`rlvr.experiments.association_measures`) and
+    the held-out and reward-accuracy series measures (:mod:`rlvr.experiments.series_measures`)."""
     MEASURES.update({
+        "rise_and_fall": Measure(sm.rise_and_fall, ("eval", "model", "samples_per_point"),
+                                 lambda a: f"min(peak - first, peak - last) of {a['model']}'s smoothed held-out "
+                                           "accuracy"),
+        "heldout_change": Measure(sm.heldout_change, ("eval", "model", "samples_per_point"),
+                                  lambda a: f"{a['model']}'s held-out accuracy: mean of the last "
+                                            f"{a.get('window', 3)} points - the first"),
+        "collapse_order": Measure(sm.collapse_order, ("eval", "model", "against"),
+                                  lambda a: f"collapse step {a['model']} - {a['against']}"),
         "gain_association": Measure(am.gain_association, ("eval", "pairs"),
                                     lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} corr(start's "
                                               f"pass@{a.get('k', 1)}, RL's gain in pass@{a.get('gain_k', 1)}) "

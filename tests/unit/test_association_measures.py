@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -54,3 +56,32 @@ def test_collapse_association_counts_a_run_that_never_collapsed_at_its_end():
     assert det["points"]["i1 s0"]["collapse_step"] == 3 and not det["points"]["i3 s1"]["collapsed"]
     with pytest.raises(UserError, match="dynamics"):
         am.collapse_step_of({"kind": "samples"}, 3, 0.01)
+
+
+def series(held, reward_acc=None):
+    steps = list(range(1, len(held) + 1))
+    return {"kind": "dynamics", "series": {"step": steps, "heldout_pass_rate": held,
+                                           "reward_accuracy": reward_acc or [0.5] * len(held)}}
+
+
+def test_rise_and_fall_heldout_change_and_collapse_order_by_hand():
+    from rlvr.experiments import series_measures as sm
+
+    runs = {("up_down", 0): series([0.2, 0.3, 0.4, 0.4, 0.3, 0.1, 0.1]),
+            ("flat", 0): series([0.2, 0.2, 0.2, 0.2, 0.2, 0.2]),
+            ("early", 0): series([0.2] * 6, [0.5, 0.0, 0.0, 0.0, 0.0, 0.0]),
+            ("never", 0): series([0.2] * 6)}
+    get = lambda e, m, s: runs[(m, s)]  # noqa: E731
+    est, det = sm.rise_and_fall(get, {"eval": "d", "model": "up_down", "samples_per_point": 1024}, [0], [None])
+    # smoothed (w 3): .2, .25, .3, .3667, .3667, .2667, .1667 -> peak .3667 at step 4, last .1667
+    assert det["s0"]["peak"] == pytest.approx(0.36667, abs=1e-4) and det["s0"]["peak_step"] == 4
+    assert est[0].value == pytest.approx(min(0.36667 - 0.2, 0.36667 - 0.16667), abs=1e-4) and est[0].lo > 0
+    est, _ = sm.rise_and_fall(get, {"eval": "d", "model": "flat", "samples_per_point": 1024}, [0], [None])
+    assert est[0].value == pytest.approx(0.0) and est[0].lo < 0 < est[0].hi
+    est, det = sm.heldout_change(get, {"eval": "d", "model": "up_down", "samples_per_point": 1024}, [0], [None])
+    assert est[0].value == pytest.approx(0.5 / 3 - 0.2) and det["s0"]["end_steps"] == [5, 6, 7]
+    sd = math.sqrt((0.5 / 3) * (1 - 0.5 / 3) / (1024 * 3) + 0.2 * 0.8 / 1024)
+    assert est[0].hi - est[0].value == pytest.approx(1.96 * sd)
+    est, det = sm.collapse_order(get, {"eval": "d", "model": "never", "against": "early", "window": 1}, [0], [0])
+    assert est[0].value == 7 - 2 and not det["s0"]["model_collapsed"] and det["s0"]["against_collapsed"]
+    assert det["s0"]["start_reward_accuracy"] == {"never": 0.5, "early": 0.1}

@@ -1,0 +1,109 @@
+"""Measures over an RL run's held-out accuracy and reward accuracy through training (a ``kind:
+dynamics`` cell's series), for the unsupervised-RLVR claims (docs/methods/unsupervised_rlvr.md).
+
+The held-out points are sampled: a point's sampling variance is taken as p (1 - p) / m, with m =
+``samples_per_point`` (held-out problems x samples per problem of the run's evaluation), and a
+mean of w points divides it by w. Intervals are +-1.96 sd (normal approximation).
+
+- ``rise_and_fall`` (eval, model, samples_per_point, window = 3): smooth the held-out accuracy with a
+  trailing mean of ``window`` points; the estimate is min(peak - first, peak - last) of the smoothed
+  curve (> 0: it rose above where it started and fell back below its peak), per seed. The peak of a
+  noisy curve is biased upward; the smoothing and the interval (the peak's and the other end's
+  sampling sd) keep that bias small against the effects claimed.
+- ``heldout_change`` (eval, model, samples_per_point, window = 3): mean of the last ``window``
+  held-out points minus the first point, per seed (e.g. test-time training raises accuracy).
+- ``collapse_order`` (eval, model, against, window = 3, threshold = 0.01): the collapse step of
+  ``model``'s run minus ``against``'s, per seed (> 0: model collapses later; a run that never
+  collapses counts at its last step + 1). A step count has no sampling interval: lo = hi = value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlvr.errors import UserError
+from rlvr.experiments.association_measures import collapse_step_of
+from rlvr.experiments.verdict import Estimate, seed_label
+
+
+def heldout(stats: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(steps (N,), held-out accuracy (N,)) of the steps where the run evaluated."""
+    series = stats.get("series") if stats.get("kind") == "dynamics" else None
+    if series is None:
+        raise UserError("this measure needs a `kind: dynamics` evaluation (the run's logged series)")
+    pts = [(s, r) for s, r in zip(series["step"], series["heldout_pass_rate"]) if r is not None]
+    if len(pts) < 3:
+        raise UserError(f"only {len(pts)} held-out evaluations in the run; need at least 3")
+    s, r = zip(*pts)
+    return np.asarray(s), np.asarray(r, dtype=float)
+
+
+def _var(p: float, m: int, w: int = 1) -> float:
+    return max(p * (1 - p), 1e-12) / (m * w)
+
+
+def _smooth(r: np.ndarray, w: int) -> np.ndarray:
+    """Trailing mean over ``w`` points (the first points average what exists)."""
+    c = np.cumsum(np.insert(r, 0, 0.0))
+    idx = np.arange(1, r.size + 1)
+    lo = np.maximum(0, idx - w)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def _m(args: dict) -> int:
+    m = int(args["samples_per_point"])
+    if m < 1:
+        raise UserError(f"samples_per_point {m} must be >= 1 (held-out problems x samples per problem)")
+    return m
+
+
+def rise_and_fall(get, args: dict, seeds, against_seeds):
+    m, w = _m(args), int(args.get("window", 3))
+    out, details = [], {}
+    for s in seeds:
+        steps, r = heldout(get(args["eval"], args["model"], s))
+        sm = _smooth(r, w)
+        k = int(np.argmax(sm))
+        first, peak, last = float(r[0]), float(sm[k]), float(sm[-1])
+        rise, fall = peak - first, peak - last
+        wk = min(w, k + 1)
+        sd_peak = _var(peak, m, wk)
+        v = min(rise, fall)
+        sd = math.sqrt(sd_peak + (_var(first, m) if rise <= fall else _var(last, m, min(w, r.size))))
+        out.append(Estimate(s, v, v - 1.96 * sd, v + 1.96 * sd))
+        details[seed_label(s)] = {"first": first, "peak": peak, "peak_step": int(steps[k]), "last": last,
+                                  "last_step": int(steps[-1])}
+    return out, details
+
+
+def heldout_change(get, args: dict, seeds, against_seeds):
+    m, w = _m(args), int(args.get("window", 3))
+    out, details = [], {}
+    for s in seeds:
+        steps, r = heldout(get(args["eval"], args["model"], s))
+        w_ = min(w, r.size - 1)
+        end = float(r[-w_:].mean())
+        v = end - float(r[0])
+        sd = math.sqrt(_var(end, m, w_) + _var(float(r[0]), m))
+        out.append(Estimate(s, v, v - 1.96 * sd, v + 1.96 * sd))
+        details[seed_label(s)] = {"first": float(r[0]), "end": end, "end_steps": [int(x) for x in steps[-w_:]]}
+    return out, details
+
+
+def collapse_order(get, args: dict, seeds, against_seeds):
+    w, thr = int(args.get("window", 3)), float(args.get("threshold", 0.01))
+    out, details = [], {}
+    for s, a in zip(seeds, against_seeds if against_seeds != [None] else [None] * len(seeds)):
+        (cm, okm), (ca, oka) = (collapse_step_of(get(args["eval"], name, x), w, thr)
+                                for name, x in ((args["model"], s), (args["against"], a)))
+        v = cm - ca
+        out.append(Estimate(s, v, v, v))
+        start = {}
+        for name, x in ((args["model"], s), (args["against"], a)):
+            ra = [v_ for v_ in get(args["eval"], name, x)["series"]["reward_accuracy"][:5] if v_ is not None]
+            start[name] = float(np.mean(ra)) if ra else None
+        details[seed_label(s)] = {"model_step": cm, "model_collapsed": okm, "against_step": ca,
+                                  "against_collapsed": oka, "start_reward_accuracy": start}
+    return out, details

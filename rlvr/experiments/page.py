@@ -95,6 +95,18 @@ def _details(rows: list[dict]) -> list[str]:
                              for s, x in d.items())
         elif r["measure"] == "entropy_diff":
             text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
+        elif r["measure"] == "rise_and_fall":
+            text = "; ".join(f"{s}: {x['first']:.3f} -> peak {x['peak']:.3f} (step {x['peak_step']}) -> "
+                             f"{x['last']:.3f} (step {x['last_step']}, smoothed)" for s, x in d.items())
+        elif r["measure"] == "heldout_change":
+            text = "; ".join(f"{s}: {x['first']:.3f} -> {x['end']:.3f} (steps {', '.join(map(str, x['end_steps']))})"
+                             for s, x in d.items())
+        elif r["measure"] == "collapse_order":
+            text = "; ".join(
+                f"{s}: {m} {x['model_step']:.0f}{'' if x['model_collapsed'] else ' (never)'} vs {a} "
+                f"{x['against_step']:.0f}{'' if x['against_collapsed'] else ' (never)'}; starting reward accuracy "
+                + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["start_reward_accuracy"].items())
+                for s, x in d.items())
         elif r["measure"] in ("gain_association", "collapse_association"):
             text = (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
                     f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "

@@ -156,14 +156,13 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
     (the base, its teacher) is built; cached models are read in this process. Fills ``built``,
     ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
     when a model starts and ends (the workers train without progress bars)."""
+    import os
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing import get_context
 
     def note(text: str) -> None:
         if say:
             print(f"[reproduce {exp.name}] {text}", file=sys.stderr, flush=True)
-
-    import os
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from multiprocessing import get_context
 
     def deps(c: Cell) -> list[tuple[str, str]]:  # (model id, model name) of what c is built from
         spec = exp.models[c.model]

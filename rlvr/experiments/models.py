@@ -16,7 +16,8 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
   ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps.
 
 A model's ``start`` (a pretraining fraction) makes it start from that milestone checkpoint of the base's
-pretraining run instead of the final base; a ``base`` model with a ``start`` is that checkpoint.
+pretraining run instead of the final base; a ``base`` model with a ``start`` is that checkpoint. A
+model's ``base`` names which declared base model it starts from (default ``base``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _done(d: Path, key: str) -> dict | None:
 def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str, dict]) -> tuple[str, str]:
     """(start checkpoint, teacher checkpoint or "") of a trained model, from the models built before it."""
     teacher = ""
-    needs = ["base"]
+    needs = [spec.base]
     if spec.teacher:
         t = exp.models[spec.teacher]
         needs.append(model_id(t.name, seed if t.seeded else None))
@@ -78,7 +79,7 @@ def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str,
         raise UserError(f"{model_id(spec.name, seed)} needs {', '.join(missing)}, which could not be built")
     if spec.teacher:
         teacher = built[needs[1]]["path"]
-    return str(milestone_path(built["base"]["path"], spec.start)), teacher
+    return str(milestone_path(built[spec.base]["path"], spec.start)), teacher
 
 
 def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict]) -> bool:

@@ -70,9 +70,10 @@ def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:
     """The models the evaluations ``evals`` sample, with what they are built from (base, teachers)."""
     need = {"base"} | {m for e in evals for m in exp.evaluations[e].models}
     for m in list(need):
+        need.add(exp.models[m].base)
         t = exp.models[m].teacher
         while t:
-            need.add(t)
+            need.update((t, exp.models[t].base))
             t = exp.models[t].teacher
     return need
 
@@ -166,7 +167,7 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
 
     def deps(c: Cell) -> list[tuple[str, str]]:  # (model id, model name) of what c is built from
         spec = exp.models[c.model]
-        out_ = [] if spec.kind == "base" else [("base", "base")]
+        out_ = [] if spec.kind == "base" else [(spec.base, spec.base)]
         if spec.teacher:
             out_.append((model_id(spec.teacher, c.seed if exp.models[spec.teacher].seeded else None), spec.teacher))
         return out_

@@ -63,6 +63,9 @@ class ModelSpec:
     start: float = 1.0
     """The pretraining milestone (a fraction of the base's pretraining budget, one of
     ``pretrain.milestones``) the model starts from; a ``base`` model is that checkpoint itself."""
+    base: str = "base"
+    """The base model (a declared model of kind ``base``, e.g. one pretrained with another corpus mix
+    or size) a trained model starts from; its architecture comes from that checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,8 @@ def parse(data: dict, name: str) -> Experiment:
         raise UserError(f"{name}: name {data['name']!r} differs from the file name")
     models: dict[str, ModelSpec] = {}
     for m, md in data["models"].items():
-        _keys(md, {"kind", "seeded", "overrides", "teacher", "milestones", "start"}, f"{name}.models.{m}", {"kind"})
+        _keys(md, {"kind", "seeded", "overrides", "teacher", "milestones", "start", "base"}, f"{name}.models.{m}",
+              {"kind"})
         if md["kind"] not in KINDS:
             raise UserError(f"{name}.models.{m}.kind: unknown {md['kind']!r}; use one of {', '.join(KINDS)}")
         if (md["kind"] == "distill") != bool(md.get("teacher")):
@@ -191,8 +195,13 @@ def parse(data: dict, name: str) -> Experiment:
             raise UserError(f"{name}.models.{m}.start: {start!r} is not a pretraining fraction in (0, 1]")
         if md["kind"] == "base" and md.get("seeded"):
             raise UserError(f"{name}.models.{m}: a base model is pretrained once; it cannot be seeded")
+        parent = md.get("base", "base")
+        if md["kind"] != "base" and parent != "base" and (parent not in models or models[parent].kind != "base"):
+            raise UserError(f"{name}.models.{m}.base: {parent!r} is not a model of kind base declared before it")
+        if md["kind"] == "base" and "base" in md:
+            raise UserError(f"{name}.models.{m}: a base model takes no base (give it overrides or a start)")
         models[m] = ModelSpec(m, md["kind"], bool(md.get("seeded", False)), tuple(md.get("overrides", ())),
-                              md.get("teacher", ""), int(md.get("milestones", 0)), float(start))
+                              md.get("teacher", ""), int(md.get("milestones", 0)), float(start), parent)
     if "base" not in models or models["base"].kind != "base":
         raise UserError(f"{name}.models: needs a model called base of kind base (every comparison's reference)")
     evals: dict[str, EvalSpec] = {}

@@ -94,7 +94,9 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
            ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0]}]}, "once per seed 0..1"),
            ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0, 1]}, {"evaluations": ["e"], "seeds": [1]}]},
             "once per seed"),
-           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [2]}]}, "seeds among 0..1")]
+           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [2]}]}, "seeds among 0..1"),
+           ({"models": {**good["models"], "r2": {"kind": "rl", "base": "rl"}}}, "'rl' is not a model of kind base"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "base": "base"}}}, "a base model takes no base")]
     for change, msg in bad:
         with pytest.raises(UserError, match=msg):
             spec.parse({**good, **change}, "x")
@@ -103,9 +105,12 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
 def test_parts_may_split_seeds_and_models_start_from_pretraining_milestones(tmp_path):
     good = {"name": "x", "title": "t", "seeds": 2,
             "models": {"base": {"kind": "base"}, "early": {"kind": "base", "start": 0.25},
+                       "big": {"kind": "base", "overrides": ["model.d_model=64"]},
+                       "rl_big": {"kind": "rl", "seeded": True, "base": "big"},
                        "rl": {"kind": "rl", "seeded": True, "start": 0.25},
                        "par": {"kind": "parallel", "seeded": True}},
-            "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["early", "rl", "par"]},
+            "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2,
+                                  "models": ["early", "rl", "par", "rl_big"]},
                             "keep": {"temperature": 0.0, "n": 1, "problems": 2, "models": ["base", "par"],
                                      "task": "strings"}},
             "parts": [{"evaluations": ["e"], "seeds": [0]}, {"evaluations": ["e"], "seeds": [1]},
@@ -125,6 +130,10 @@ def test_parts_may_split_seeds_and_models_start_from_pretraining_milestones(tmp_
     with pytest.raises(UserError, match="no pretraining milestone 0.50 .it has 0.25"):
         milestone_path(final, 0.5)
     assert _inputs(exp, exp.models["rl"], 0, {"base": {"path": str(final)}}) == (str(tmp_path / "milestone_0.25"), "")
+    assert _inputs(exp, exp.models["rl_big"], 0, {"base": {"path": "b"}, "big": {"path": "g"}}) == ("g", "")
+    from rlvr.experiments.runner import needed_models
+
+    assert needed_models(exp, ("e",)) == {"base", "early", "rl", "par", "rl_big", "big"}
 
 
 def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):

@@ -90,7 +90,10 @@ def run(args) -> int:
     from rlvr.experiments.curve_page import CURVE_MEASURES, curve_lines
 
     curves_only = all(c.measure in CURVE_MEASURES for c in exp.claims)  # their series: the Curves section
+    from rlvr.experiments.grid_page import grid_lines
+
     sections = {"Curves": curve_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
+                "Across pretraining checkpoints": grid_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
                 "Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
                 "Training dynamics": [] if curves_only else dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds),
                                                                            look)}

@@ -40,6 +40,7 @@ import yaml
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import EXPECTS
+from rlvr.tasks.registry import list_tasks
 
 KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel", "rl_steps")
 EVAL_KINDS = ("samples", "weights", "dynamics")
@@ -215,8 +216,6 @@ def parse(data: dict, name: str) -> Experiment:
         if int(ed["n"]) < 1 or int(ed["problems"]) < 1:
             raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
         if ed.get("task"):
-            from rlvr.tasks.registry import list_tasks
-
             if ed["task"] not in list_tasks():
                 raise UserError(f"{name}.evaluations.{e}.task: unknown task {ed['task']!r}; use one of "
                                 f"{', '.join(list_tasks())}")

@@ -37,10 +37,12 @@ def list_experiments() -> None:
     print(f"{'experiment':14s} {'full min':>8s} {'quick min':>9s} {'claims':>6s}  title")
     for n in names():
         e = load(n)
-        print(f"{n:14s} {e.minutes:8.0f} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
+        full = f"{e.minutes:8.0f}" if e.minutes else f"{'?':>8s}"
+        print(f"{n:14s} {full} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
         for i, (evals, minutes, seeds) in enumerate(e.parts, 1):
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
-            print(f"  --part {i}: {minutes:.0f} min, evaluations {', '.join(evals)}{which}")
+            cost = f"{minutes:.0f} min" if minutes else "not measured yet"
+            print(f"  --part {i}: {cost}, evaluations {', '.join(evals)}{which}")
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 

@@ -35,11 +35,29 @@ def ours(row: dict) -> str:
     return per
 
 
+INTERVALS = {  # measure -> how its interval is made (the page's header says it)
+    "passk_diff": "paired bootstrap over problems", "support_balance": "paired bootstrap over problems",
+    "entropy_diff": "paired bootstrap over problems", "entropy_stability": "paired bootstrap over problems",
+    "ppl_diff": "paired bootstrap over problems",
+    "precision_gap": "bootstrap over the model's tensors for the weight measures",
+    "matched_weight_diff": "bootstrap over the model's tensors for the weight measures",
+    "mask_overlap": "bootstrap over the model's tensors for the weight measures",
+    "entropy_prediction": "bootstrap over training steps for the dynamics measures",
+    "driving_cell": "bootstrap over training steps for the dynamics measures",
+    "curve_prediction": "the early fit's bootstrap curves for the predictions",
+    "curve_param_diff": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
+    "curve_shift_balance": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
+    "early_ranking": "none for the rankings (+1 / -1 per seed)",
+    "gain_association": "checkpoints resampled for the correlations",
+    "collapse_association": "checkpoints resampled for the correlations",
+    "rise_and_fall": "+-1.96 sampling sd of the held-out points for the series measures",
+    "heldout_change": "+-1.96 sampling sd of the held-out points for the series measures",
+    "collapse_order": "none for the collapse steps (a step count per seed)",
+}
+
+
 def _interval_text(exp: Experiment) -> str:
-    kinds = {e.kind for e in exp.evaluations.values()}
-    parts = (["paired bootstrap over problems"] if "samples" in kinds else []) + \
-        (["bootstrap over the model's tensors for the weight measures"] if "weights" in kinds else [])
-    return "; ".join(parts)
+    return "; ".join(dict.fromkeys(INTERVALS.get(c.measure, "see the measure") for c in exp.claims))
 
 
 def verdict_table(rows: list[dict]) -> list[str]:

@@ -243,9 +243,8 @@ def _register_curve_measures() -> None:
     })
 
 
-def _register_association_measures() -> None:
-    """Correlations across checkpoints and seeds (:mod:`rlvr.experiments.association_measures`) and
-    the held-out and reward-accuracy series measures (:mod:`rlvr.experiments.series_measures`)."""
+def _register_series_measures() -> None:
+    """The held-out and reward-accuracy series measures (:mod:`rlvr.experiments.series_measures`)."""
     MEASURES.update({
         "rise_and_fall": Measure(sm.rise_and_fall, ("eval", "model", "samples_per_point"),
                                  lambda a: f"min(peak - first, peak - last) of {a['model']}'s smoothed held-out "
@@ -255,6 +254,12 @@ def _register_association_measures() -> None:
                                             f"{a.get('window', 3)} points - the first"),
         "collapse_order": Measure(sm.collapse_order, ("eval", "model", "against"),
                                   lambda a: f"collapse step {a['model']} - {a['against']}"),
+    })
+
+
+def _register_association_measures() -> None:
+    """Correlations across checkpoints and seeds (:mod:`rlvr.experiments.association_measures`)."""
+    MEASURES.update({
         "gain_association": Measure(am.gain_association, ("eval", "pairs"),
                                     lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} corr(start's "
                                               f"pass@{a.get('k', 1)}, RL's gain in pass@{a.get('gain_k', 1)}) "
@@ -268,4 +273,5 @@ def _register_association_measures() -> None:
 
 _register_weight_measures()
 _register_curve_measures()
+_register_series_measures()
 _register_association_measures()

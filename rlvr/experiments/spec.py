@@ -95,7 +95,6 @@ class EvalSpec:
     """``samples``: skip the first ``offset`` held-out problems (a validation block for tuning,
     disjoint from the evaluations that start at 0)."""
 
-
     def same_cells(self, other: EvalSpec) -> bool:
         """Whether ``other`` shares this evaluation's cells (the same protocol; every dynamics
         evaluation reads the same runs)."""
@@ -215,9 +214,8 @@ def parse(data: dict, name: str) -> Experiment:
                 raise UserError(f"{name}.evaluations.{e}.models: unknown model {m!r}")
         if int(ed["n"]) < 1 or int(ed["problems"]) < 1:
             raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
-        if ed.get("task"):
-            if ed["task"] not in list_tasks():
-                raise UserError(f"{name}.evaluations.{e}.task: unknown task {ed['task']!r}; use one of "
+        if ed.get("task") and ed["task"] not in list_tasks():
+            raise UserError(f"{name}.evaluations.{e}.task: unknown task {ed['task']!r}; use one of "
                                 f"{', '.join(list_tasks())}")
         kind = ed.get("kind", "samples")
         if kind not in EVAL_KINDS:

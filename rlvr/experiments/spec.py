@@ -216,7 +216,7 @@ def parse(data: dict, name: str) -> Experiment:
             raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
         if ed.get("task") and ed["task"] not in list_tasks():
             raise UserError(f"{name}.evaluations.{e}.task: unknown task {ed['task']!r}; use one of "
-                                f"{', '.join(list_tasks())}")
+                            f"{', '.join(list_tasks())}")
         kind = ed.get("kind", "samples")
         if kind not in EVAL_KINDS:
             raise UserError(f"{name}.evaluations.{e}.kind: unknown {kind!r}; use one of {', '.join(EVAL_KINDS)}")

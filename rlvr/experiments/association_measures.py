@@ -21,7 +21,7 @@ from __future__ import annotations
 from rlvr.analysis.association import associate
 from rlvr.analysis.collapse import analyse_run
 from rlvr.errors import UserError
-from rlvr.eval.passk import pass_at_k_matrix
+from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.verdict import Estimate, seed_label
 
 
@@ -30,7 +30,7 @@ def passk(stats: dict, k: int) -> float:
     n = stats["n"]
     if not 1 <= k <= n:
         raise UserError(f"k={k} is outside 1..n={n}")
-    return float(pass_at_k_matrix([n] * len(stats["correct"]), stats["correct"], [k])[:, 0].mean())
+    return float(cell_passk(stats, [k])[:, 0].mean())
 
 
 def _gain(get, ev: str, rl: str, start: str, s, k: int) -> float:

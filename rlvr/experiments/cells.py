@@ -1,10 +1,15 @@
-"""One evaluation cell's folder: ``stats.json`` (the finished result) and ``key`` (what decided it)."""
+"""One evaluation cell's folder: ``stats.json`` (the finished result) and ``key`` (what decided it);
+and the per-problem pass@k of a sampling cell's statistics."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
+
+import numpy as np
+
+from rlvr.eval.passk import pass_at_k_matrix
 
 
 def open_cell(out: Path, key: str) -> dict | None:
@@ -19,3 +24,8 @@ def open_cell(out: Path, key: str) -> dict | None:
     out.mkdir(parents=True, exist_ok=True)
     key_file.write_text(key)
     return None
+
+
+def cell_passk(stats: dict, ks) -> np.ndarray:
+    """(P, K) unbiased pass@k per problem of a sampling cell (``n`` samples, ``correct`` counts)."""
+    return pass_at_k_matrix([stats["n"]] * len(stats["correct"]), stats["correct"], list(ks))

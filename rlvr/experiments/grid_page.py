@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
+from rlvr.eval.passk import bootstrap_ci
+from rlvr.experiments.cells import cell_passk
 
 LABEL = {"rl_steps": "rl"}
 
@@ -26,7 +27,7 @@ def _per_problem(stats: list[dict], k: int) -> np.ndarray | None:
     for st in stats:
         if k > st["n"]:
             return None
-        rows.append(pass_at_k_matrix([st["n"]] * len(st["correct"]), st["correct"], [k])[:, 0])
+        rows.append(cell_passk(st, [k])[:, 0])
     return np.mean(rows, axis=0)
 
 

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
+from rlvr.eval.passk import bootstrap_ci
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
 from rlvr.experiments import association_measures as am
 from rlvr.experiments import curve_measures as cm
 from rlvr.experiments import dynamics_measures as dm
 from rlvr.experiments import series_measures as sm
 from rlvr.experiments import weight_measures as wm
+from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.verdict import Estimate, seed_label
 
 Get = Callable[[str, str, "int | None"], dict]
@@ -114,8 +115,8 @@ def passk_diff(get: Get, args: dict, seeds, against_seeds):
         n = min(m["n"], a["n"])
         k = _k(args, n)
         ks = sorted({1 << e for e in range(n.bit_length()) if (1 << e) <= n} | {n, k})
-        pm = pass_at_k_matrix([m["n"]] * len(m["correct"]), m["correct"], ks)  # (P, K)
-        pa = pass_at_k_matrix([a["n"]] * len(a["correct"]), a["correct"], ks)
+        pm = cell_passk(m, ks)  # (P, K)
+        pa = cell_passk(a, ks)
         j = ks.index(k)
         out.append(_estimate(s, pm[:, j] - pa[:, j]))
         cross = crossover_k(ks, pa, pm)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from rlvr.config import config_hash
 from rlvr.errors import UserError
-from rlvr.eval.passk import pass_at_k_matrix
 from rlvr.eval.retention import retention_task
+from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
@@ -343,7 +343,7 @@ def passk_curves(exp: Experiment, out: Path, seeds: int) -> dict:
                     st = load_stats(out, ev, m, s)
                 except FileNotFoundError:
                     continue
-                per_seed.append(pass_at_k_matrix([st["n"]] * len(st["correct"]), st["correct"], ks).mean(0))
+                per_seed.append(cell_passk(st, ks).mean(0))
             if per_seed:
                 res.setdefault(ev.name, {})[m] = {str(k): float(sum(v[j] for v in per_seed) / len(per_seed))
                                                   for j, k in enumerate(ks)}

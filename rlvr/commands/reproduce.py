@@ -98,7 +98,7 @@ def run(args) -> int:
                 "Across pretraining checkpoints": grid_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
                 "Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
                 "Training dynamics": [] if curves_only else dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds),
-                                                                           look)}
+                                                                           look, out)}
     page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
                       machine_line(machine_info(prec)), command, args.quick, sections)
     width = max((len(r["id"]) for r in rows), default=10)

@@ -1,11 +1,13 @@
 """The training-dynamics section of a results page: per model (mean over seeds), the sampled-token
 entropy, pass rate and the cells' predicted entropy change through training, from ``kind: dynamics``
-cells (:mod:`rlvr.experiments.dynamics_eval`)."""
+cells (:mod:`rlvr.experiments.dynamics_eval`), and a plot of each evaluation's held-out accuracy
+against the step (one colour per model, one line per seed)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from rlvr.algo.diagnostics import CELLS
 
@@ -26,36 +28,84 @@ def _f(x, spec: str) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
-def dynamics_lines(exp, seeds_of: Callable, load: Callable) -> list[str]:
-    """Markdown lines (empty without a dynamics evaluation); ``load(ev, model, seed)`` -> stats."""
+def heldout_points(series: dict) -> tuple[list[int], list[float]]:
+    """(steps, held-out accuracy) of a dynamics cell's series, the steps without a held-out point skipped."""
+    pts = [(st, v) for st, v in zip(series["step"], series.get("heldout_pass_rate", [])) if v is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _plot_heldout(name: str, runs: dict[str, list[dict]], out: Path) -> Path | None:
+    """``runs``: {model: [series per seed]} -> out/plots/heldout_<name>.png (None: no held-out point)."""
+    curves = {m: [heldout_points(s) for s in ss] for m, ss in runs.items()}
+    curves = {m: [c for c in cs if c[0]] for m, cs in curves.items()}
+    if not any(curves.values()):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (m, cs) in enumerate(curves.items()):
+        for j, (x, y) in enumerate(cs):
+            ax.plot(x, y, "-", color=f"C{i}", lw=1.2, alpha=0.8, label=m if j == 0 else None)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("held-out accuracy")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "plots" / f"heldout_{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def dynamics_lines(exp, seeds_of: Callable, load: Callable, out: Path | None = None) -> list[str]:
+    """Markdown lines (empty without a dynamics evaluation); ``load(ev, model, seed)`` -> stats.
+    With ``out``, each evaluation's held-out accuracy is also plotted under out/plots/."""
     evs = [e for e in exp.evaluations.values() if e.kind == "dynamics"]
     if not evs:
         return []
+    plots = []
+    for e in evs if out is not None else []:
+        runs = {m: _series_of(e, m, seeds_of, load) for m in e.models}
+        path = _plot_heldout(e.name, runs, out)
+        if path is not None:
+            plots.append(f"![held-out accuracy, {e.name}](plots/{path.name})")
     head = " | ".join(f"window {i + 1}" for i in range(POINTS))
     lines = [f"Training series (evaluations {', '.join(f'`{e.name}`' for e in evs)}): means over {POINTS} equal "
              "windows of the steps, then over seeds. Entropy: the sampled tokens' mean next-token entropy (nats); "
              "dH: the cells' predicted first-order entropy change summed over each window's steps.", "",
              f"| model | series | {head} |", "|---|---|" + "---|" * POINTS]
     for m in dict.fromkeys(m for e in evs for m in e.models):  # every model once, in declaration order
-        ev = next(e for e in evs if m in e.models)
-        per_seed = []
-        for s in seeds_of(m):
-            try:
-                per_seed.append(load(ev, m, s)["series"])
-            except FileNotFoundError:
-                continue
+        per_seed = _series_of(next(e for e in evs if m in e.models), m, seeds_of, load)
         if not per_seed:
             continue
         rows = [("entropy", "entropy", False), ("pass rate", "pass_rate", False)]
         rows += [(f"dH {c}", f"dH_{c}", True) for c in CELLS]
         for label, key, summed in rows:
-            w = [windows(s[key]) for s in per_seed]
+            have = [s for s in per_seed if key in s]
+            if not have:  # a series the cells did not record (e.g. a run without entropy diagnostics)
+                continue
+            w = [windows(s[key]) for s in have]
             if summed:  # sums per window: mean x the window's length
-                w = [[None if v is None else v * len(s[key]) / POINTS for v in ws] for ws, s in zip(w, per_seed)]
+                w = [[None if v is None else v * len(s[key]) / POINTS for v in ws] for ws, s in zip(w, have)]
             cols = []
             for i in range(POINTS):
                 vals = [ws[i] for ws in w if ws[i] is not None]
                 cols.append(sum(vals) / len(vals) if vals else None)
             spec = ".2e" if summed else ".3f"
             lines.append(f"| {m} | {label} | " + " | ".join(_f(v, spec) for v in cols) + " |")
-    return lines + [""]
+    return lines + [""] + (plots + [""] if plots else [])
+
+
+def _series_of(ev, model: str, seeds_of: Callable, load: Callable) -> list[dict]:
+    """The dynamics series of ``model``'s seeds that have a cell."""
+    out = []
+    for s in seeds_of(model):
+        try:
+            out.append(load(ev, model, s)["series"])
+        except FileNotFoundError:
+            continue
+    return out

@@ -249,7 +249,7 @@ def _register_series_measures() -> None:
     MEASURES.update({
         "rise_and_fall": Measure(sm.rise_and_fall, ("eval", "model", "samples_per_point"),
                                  lambda a: f"min(peak - first, peak - last) of {a['model']}'s smoothed held-out "
-                                           "accuracy"),
+                                           "accuracy (peak after the first point)"),
         "heldout_change": Measure(sm.heldout_change, ("eval", "model", "samples_per_point"),
                                   lambda a: f"{a['model']}'s held-out accuracy: mean of the last "
                                             f"{a.get('window', 3)} points - the first"),

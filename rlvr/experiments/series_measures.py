@@ -7,7 +7,8 @@ mean of w points divides it by w. Intervals are +-1.96 sd (normal approximation)
 
 - ``rise_and_fall`` (eval, model, samples_per_point, window = 3): smooth the held-out accuracy with a
   trailing mean of ``window`` points; the estimate is min(peak - first, peak - last) of the smoothed
-  curve (> 0: it rose above where it started and fell back below its peak), per seed. The peak of a
+  curve, the peak taken after the first point (> 0: it rose above where it started and fell back below
+  its peak; < 0: it never rose above its start, which refutes the claim), per seed. The peak of a
   noisy curve is biased upward; the smoothing and the interval (the peak's and the other end's
   sampling sd) keep that bias small against the effects claimed.
 - ``heldout_change`` (eval, model, samples_per_point, window = 3): mean of the last ``window``
@@ -65,7 +66,8 @@ def rise_and_fall(get, args: dict, seeds, against_seeds):
     for s in seeds:
         steps, r = heldout(get(args["eval"], args["model"], s))
         sm = _smooth(r, w)
-        k = int(np.argmax(sm))
+        # the peak after the start: a run that only falls has a negative rise (the claim refuted)
+        k = int(np.argmax(sm[1:])) + 1 if r.size > 1 else 0
         first, peak, last = float(r[0]), float(sm[k]), float(sm[-1])
         rise, fall = peak - first, peak - last
         wk = min(w, k + 1)

@@ -78,6 +78,13 @@ def test_rise_and_fall_heldout_change_and_collapse_order_by_hand():
     assert est[0].value == pytest.approx(min(0.36667 - 0.2, 0.36667 - 0.16667), abs=1e-4) and est[0].lo > 0
     est, _ = sm.rise_and_fall(get, {"eval": "d", "model": "flat", "samples_per_point": 1024}, [0], [None])
     assert est[0].value == pytest.approx(0.0) and est[0].lo < 0 < est[0].hi
+    # falling from the start: smoothed .3, .25, .2, .1167; the peak after the start is .25 (step 2), so
+    # the rise is -0.05 and the claim can be refuted (sd: the peak averages 2 points, the first is 1)
+    runs[("down", 0)] = series([0.3, 0.2, 0.1, 0.05])
+    est, det = sm.rise_and_fall(get, {"eval": "d", "model": "down", "samples_per_point": 1024}, [0], [None])
+    sd = math.sqrt(0.25 * 0.75 / (1024 * 2) + 0.3 * 0.7 / 1024)
+    assert det["s0"]["peak_step"] == 2 and est[0].value == pytest.approx(-0.05)
+    assert est[0].hi == pytest.approx(-0.05 + 1.96 * sd) and est[0].hi < 0
     est, det = sm.heldout_change(get, {"eval": "d", "model": "up_down", "samples_per_point": 1024}, [0], [None])
     assert est[0].value == pytest.approx(0.5 / 3 - 0.2) and det["s0"]["end_steps"] == [5, 6, 7]
     sd = math.sqrt((0.5 / 3) * (1 - 0.5 / 3) / (1024 * 3) + 0.2 * 0.8 / 1024)

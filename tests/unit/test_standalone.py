@@ -47,9 +47,10 @@ def test_every_methods_page_is_in_the_methods_index() -> None:
     assert missing == []
 
 
-RESULTS_PAGES = ("results.md", "curves_results.md", "excursions.md",
-                 "performance.md", "pipeline.md", "reproductions/boundary/README.md", "reproductions/weights/README.md",
+RESULTS_PAGES = ("results.md", "curves_results.md", "performance.md", "pipeline.md",
+                 "reproductions/boundary/README.md", "reproductions/weights/README.md",
                  "reproductions/wapo/README.md", "reproductions/urlvr/README.md",
+                 "reproductions/excursions/README.md",
                  "code_results.md")
 PROVENANCE_HEADER = "| command | CPU (model, flags) | threads | precision | date |"
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlvr.algo.diagnostics import CELLS
+from rlvr.experiments.page_plots import new_axes, save_axes
 
 POINTS = 5  # windows through training
 
@@ -40,25 +41,11 @@ def _plot_heldout(name: str, runs: dict[str, list[dict]], out: Path) -> Path | N
     curves = {m: [c for c in cs if c[0]] for m, cs in curves.items()}
     if not any(curves.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_axes()
     for i, (m, cs) in enumerate(curves.items()):
         for j, (x, y) in enumerate(cs):
             ax.plot(x, y, "-", color=f"C{i}", lw=1.2, alpha=0.8, label=m if j == 0 else None)
-    ax.set_xlabel("RL step")
-    ax.set_ylabel("held-out accuracy")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "plots" / f"heldout_{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_axes(fig, ax, "RL step", "held-out accuracy", out / "plots" / f"heldout_{name}.png")
 
 
 def dynamics_lines(exp, seeds_of: Callable, load: Callable, out: Path | None = None) -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from rlvr.eval.passk import bootstrap_ci
 from rlvr.experiments.cells import cell_passk
+from rlvr.experiments.page_plots import new_axes, save_axes
 
 LABEL = {"rl_steps": "rl"}
 
@@ -76,25 +77,12 @@ def grid_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
 
 
 def _plot(metric: str, vals: dict, kinds: list[str], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_axes()
     for kind in kinds:
         pts = sorted((x, v) for (k, x), v in vals.items() if k == kind)
         x = [p[0] for p in pts]
         m, lo, hi = (np.array([p[1][i] for p in pts]) for i in range(3))
         (line,) = ax.plot(x, m, "o-", label=kind)
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
-    ax.set_xlabel("pretraining checkpoint (fraction of the budget)")
-    ax.set_ylabel(metric)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
     path = out / "plots" / f"grid_{metric.replace('@', '_at_').replace(' ', '_')}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_axes(fig, ax, "pretraining checkpoint (fraction of the budget)", metric, path)

@@ -1,0 +1,30 @@
+"""Figures of a results page: a fresh matplotlib axes (headless) and its labelled, saved form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def new_axes(size: tuple[float, float] = (6, 4)):
+    """(fig, ax) on the headless Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=size)
+
+
+def save_axes(fig, ax, xlabel: str, ylabel: str, path: Path) -> Path:
+    """Label, grid and legend ``ax``; write ``fig`` to ``path`` (folders made) and close it."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -4,8 +4,9 @@ the 95% bootstrap interval over problems shaded, and the same numbers as a table
 
 Metrics: pass@1 and pass@k_max of the experiment's own task (sampling evaluations without a
 ``task``), and greedy accuracy on each retention task (evaluations with a ``task``). A model enters
-when it starts from the experiment's ``base`` (not another base) and its evaluation exists;
-evaluations with an ``offset`` (validation blocks for tuning) are left out.
+when it starts from the experiment's ``base`` (not another base, nor a base model with overrides of
+its own, such as a 2x2's) and its evaluation exists; evaluations with an ``offset`` (validation blocks
+for tuning) are left out.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def grid_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
             continue
         for name in ev.models:
             spec = exp.models[name]
-            if spec.base != "base":
+            if spec.base != "base" or (spec.kind == "base" and spec.overrides):  # another base's line (a 2x2)
                 continue
             try:
                 stats = [load(ev, name, s) for s in seeds_of(name)]

@@ -54,10 +54,12 @@ def dynamics_lines(exp, seeds_of: Callable, load: Callable, out: Path | None = N
     evs = [e for e in exp.evaluations.values() if e.kind == "dynamics"]
     if not evs:
         return []
+    # every model once, in declaration order, loaded once (dynamics evaluations read the same runs)
+    series = {m: _series_of(next(e for e in evs if m in e.models), m, seeds_of, load)
+              for m in dict.fromkeys(m for e in evs for m in e.models)}
     plots = []
     for e in evs if out is not None else []:
-        runs = {m: _series_of(e, m, seeds_of, load) for m in e.models}
-        path = _plot_heldout(e.name, runs, out)
+        path = _plot_heldout(e.name, {m: series[m] for m in e.models}, out)
         if path is not None:
             plots.append(f"![held-out accuracy, {e.name}](plots/{path.name})")
     head = " | ".join(f"window {i + 1}" for i in range(POINTS))
@@ -65,8 +67,7 @@ def dynamics_lines(exp, seeds_of: Callable, load: Callable, out: Path | None = N
              "windows of the steps, then over seeds. Entropy: the sampled tokens' mean next-token entropy (nats); "
              "dH: the cells' predicted first-order entropy change summed over each window's steps.", "",
              f"| model | series | {head} |", "|---|---|" + "---|" * POINTS]
-    for m in dict.fromkeys(m for e in evs for m in e.models):  # every model once, in declaration order
-        per_seed = _series_of(next(e for e in evs if m in e.models), m, seeds_of, load)
+    for m, per_seed in series.items():
         if not per_seed:
             continue
         rows = [("entropy", "entropy", False), ("pass rate", "pass_rate", False)]

@@ -67,13 +67,17 @@ def curve_prediction(get, args: dict, seeds, against_seeds):
 
 
 _FITS: dict[tuple, tuple] = {}
+_FITS_MAX = 512  # runs remembered; a page fits at most a few hundred (18 arms x 3 seeds in scalerl)
 
 
 def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None):
     """:func:`~rlvr.analysis.predictability.fit_with_replicates` of one run's curve, remembered for
-    the process (a page's claims and tables fit the same runs many times)."""
+    the process (a page's claims and tables fit the same runs many times); the oldest fit is
+    forgotten past ``_FITS_MAX`` runs, so a long-lived process does not grow without bound."""
     key = (C.tobytes(), R.tobytes(), seed or 0)
     if key not in _FITS:
+        if len(_FITS) >= _FITS_MAX:
+            del _FITS[next(iter(_FITS))]
         _FITS[key] = fit_with_replicates(C, R, n_boot=N_BOOT, seed=seed or 0)
     return _FITS[key]
 

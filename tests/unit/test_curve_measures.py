@@ -75,3 +75,18 @@ def test_param_diff_with_a_tolerance_and_the_shift_balance():
     # late vs slow: same A, B 2.0 vs 1.5 -> B moved (ln 1.33 = 0.29), the ceiling not
     assert det["d_ln_B"] == pytest.approx(np.log(2.0 / 1.5), abs=0.15) and abs(det["d_ln_gain"]) < 0.1
     assert est[0].value > 0
+
+
+def test_fit_cache_returns_the_same_fit_and_forgets_the_oldest(monkeypatch):
+    from rlvr.experiments import curve_measures as cm
+
+    monkeypatch.setattr(cm, "_FITS", {})
+    monkeypatch.setattr(cm, "_FITS_MAX", 2)
+    monkeypatch.setattr(cm, "N_BOOT", 5)
+    curves = [curve(RUNS[("fast", s)]) for s in range(3)]
+    first = cm.fit_run(*curves[0], 0)
+    assert cm.fit_run(*curves[0], 0) is first  # remembered
+    cm.fit_run(*curves[1], 1)
+    cm.fit_run(*curves[2], 2)  # the third run pushes out the first
+    assert len(cm._FITS) == 2
+    assert cm.fit_run(*curves[0], 0) is not first  # fitted again

@@ -1,8 +1,9 @@
 """The curves section of a results page, for experiments whose claims read compute-performance
 curves (:mod:`rlvr.experiments.curve_measures`): per RL model the sigmoid fitted to each seed's
 held-out curve (mean and range over seeds), where its midpoint falls in the run and how much gain is
-still to come; per model against the reference (the first RL model declared) the differences in A,
-ln B and ln C_mid with intervals; plots of the seed-mean curves with their fits."""
+still to come; per model against its reference (the ``against`` of the claims that compare it, else
+the first RL model declared) the differences in A, ln B and ln C_mid with intervals; plots of the
+seed-mean curves with their fits, each model beside its reference."""
 
 from __future__ import annotations
 
@@ -67,21 +68,25 @@ def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]
         lines.append(f"| {m} | {len(rs)} | {_span(finals, '.3f')} | {_span([f.A for f in fits], '.3f')} | "
                      f"{_span([f.B for f in fits], '.2f')} | {_span([f.C_mid for f in fits], '.3g')} | "
                      f"{_span(frac, '.0%')} | {_span(come, '.1f')} | {sum(f.bent for f in fits)} of {len(fits)} |")
-    ref = next((m for m in exp.models if exp.models[m].kind == "rl" and m in runs), None)
-    others = [m for m in runs if m != ref]
-    if ref and others:
-        lines += ["", f"Against the reference `{ref}` (mean over seeds; 95% interval resampling seeds and each "
-                  "fit's bootstrap replicates):", "",
-                  "| model | dA | d ln B | d ln C_mid |", "|---|---|---|---|"]
-        ra = [(f, b) for *_, f, b in runs[ref]]
-        for m in others:
-            ma = [(f, b) for *_, f, b in runs[m]]
+    default = next((m for m in exp.models if exp.models[m].kind == "rl" and m in runs), None)
+    refs = {}  # model -> the model it is compared with (the default while its own has no run yet)
+    for m in runs:
+        if m != default:
+            r = reference(exp, m, default)
+            refs[m] = r if r in runs and r != m else default
+    if refs:
+        lines += ["", "Against each model's reference (the model its claims compare it with, else "
+                  f"`{default}`; mean over seeds; 95% interval resampling seeds and each fit's bootstrap "
+                  "replicates):", "",
+                  "| model | against | dA | d ln B | d ln C_mid |", "|---|---|---|---|---|"]
+        for m, r in refs.items():
+            ma, ra = ([(f, b) for *_, f, b in runs[x]] for x in (m, r))
             cols = []
             for param, log in (("A", False), ("B", True), ("C_mid", True)):
                 d = param_diff(ma, ra, param, log=log)
                 cols.append(f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
-            lines.append(f"| {m} | " + " | ".join(cols) + " |")
-    lines += ["", *_plots(runs, ref, others, out), ""]
+            lines.append(f"| {m} | {r} | " + " | ".join(cols) + " |")
+    lines += ["", *_plots(runs, refs, out), ""]
     return lines
 
 
@@ -97,11 +102,27 @@ def _mean_series(name: str, rs: list) -> CurveSeries | None:
     return CurveSeries(f"{name} (mean of {len(rs)})", C, R, np.ones(n, bool), fit, boot)
 
 
-def _plots(runs: dict, ref: str | None, others: list[str], out: Path) -> list[str]:
-    groups = [others[i:i + PER_PLOT] for i in range(0, len(others), PER_PLOT)] or [[]]
+def reference(exp, model: str, default: str | None) -> str | None:
+    """The model ``model`` (not the default reference itself) is compared with: the ``against`` of the
+    first curve claim on it that names one (e.g. an ablation on a length-bound variant against that
+    variant), else ``default``."""
+    for c in exp.claims:
+        if c.measure in CURVE_MEASURES and c.args.get("model") == model and c.args.get("against"):
+            return c.args["against"]
+    return default
+
+
+def _plots(runs: dict, refs: dict[str, str], out: Path) -> list[str]:
+    """One plot per reference and up to PER_PLOT of the models compared with it (a model with no
+    reference, e.g. the only one, is drawn alone)."""
+    by_ref: dict[str, list[str]] = {}
+    for m, r in refs.items():
+        by_ref.setdefault(r, []).append(m)
+    groups = [(r, ms[i:i + PER_PLOT]) for r, ms in by_ref.items() for i in range(0, len(ms), PER_PLOT)]
+    groups = groups or [(m, []) for m in runs][:1]
     lines = []
-    for i, g in enumerate(groups, 1):
-        series = [s for m in ([ref] if ref else []) + g if (s := _mean_series(m, runs[m])) is not None]
+    for i, (r, g) in enumerate(groups, 1):
+        series = [s for m in [r, *g] if (s := _mean_series(m, runs[m])) is not None]
         if not series:
             continue
         p = plot_curves(series, out / "plots" / f"curves_{i}.png", x_label="training samples")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import Experiment
 
 
@@ -188,32 +189,17 @@ def _trajectory_lines(traj: dict) -> list[str]:
 
 def plot_passk(exp: Experiment, curves: dict, out: Path) -> list[Path]:
     """One PNG per evaluation: pass@k of each model (mean over seeds) against k."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
     paths = []
-    (out / "plots").mkdir(parents=True, exist_ok=True)
     for ev, models in curves.items():
-        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        fig, ax = new_axes((5.5, 3.8))
         for name, pts in models.items():
             ks = sorted(int(k) for k in pts)
             ax.plot(ks, [pts[str(k)] for k in ks], marker="o", ms=3, label=name)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("k")
-        ax.set_ylabel("pass@k (mean over seeds)")
         e = exp.evaluations[ev]
         ax.set_title(f"{exp.name}: {ev} (T={e.temperature}, top-p {e.top_p}, n={e.n})")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        p = out / "plots" / f"passk_{ev}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save_axes(fig, ax, "k", "pass@k (mean over seeds)", out / "plots" / f"passk_{ev}.png",
+                               legend_size=None))
     return paths
 
 

@@ -15,14 +15,15 @@ def new_axes(size: tuple[float, float] = (6, 4)):
     return plt.subplots(figsize=size)
 
 
-def save_axes(fig, ax, xlabel: str, ylabel: str, path: Path) -> Path:
-    """Label, grid and legend ``ax``; write ``fig`` to ``path`` (folders made) and close it."""
+def save_axes(fig, ax, xlabel: str, ylabel: str, path: Path, legend_size: float | None = 8) -> Path:
+    """Label, grid and legend ``ax`` (``legend_size`` None: matplotlib's default); write ``fig`` to
+    ``path`` (folders made) and close it."""
     import matplotlib.pyplot as plt
 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -292,6 +292,20 @@ def bootstrap_fit(
     return CurveBootstrap(arr["A"], arr["B"], arr["C_mid"], arr["R0"], ci, level, seed, bent_frac)
 
 
+def fit_with_bootstrap(C, R, *, R0: float | None, n_boot: int = 200, seed: int = 0, max_a_se: float = 0.03,
+                       level: float = 0.95) -> tuple[CurveFit, CurveBootstrap | None]:
+    """:func:`fit_sigmoid` (R0 fixed when given, else fitted) and, when ``n_boot`` > 0, its case
+    bootstrap, with a fixed R0 perturbed by the fit's residual sd in every replicate (a measured
+    start is one noisy point) and ``bent`` withdrawn when C_mid's interval leaves the data
+    (:func:`judge_interval`). C, R: (N,). Without a bootstrap the second value is None."""
+    fit = fit_sigmoid(C, R, R0=R0, max_a_se=max_a_se)
+    if not n_boot:
+        return fit, None
+    boot = bootstrap_fit(C, R, n_boot=n_boot, seed=seed, R0=R0, r0_sd=fit.rmse if R0 is not None else 0.0,
+                         level=level)
+    return judge_interval(fit, boot, float(np.max(C))), boot
+
+
 def predict(fit: CurveFit, C, boot: CurveBootstrap | None = None):
     """Value of the fitted curve at C with a prediction interval.
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlvr.analysis.curves import CurveBootstrap, CurveFit, bootstrap_fit, fit_sigmoid, judge_interval, predict
+from rlvr.analysis.curves import CurveBootstrap, CurveFit, fit_sigmoid, fit_with_bootstrap, predict
 from rlvr.errors import UserError
 
 Curve = tuple[np.ndarray, np.ndarray]
@@ -42,9 +42,7 @@ def predict_end(C, R, fraction: float, *, R0: float | None = None, n_boot: int =
         raise UserError(f"fraction {fraction} must lie in (0, 1]")
     r0 = float(R[0]) if R0 is None else R0
     early = C <= fraction * C[-1]
-    fit = fit_sigmoid(C[early], R[early], R0=r0)
-    boot = bootstrap_fit(C[early], R[early], n_boot=n_boot, seed=seed, R0=r0, r0_sd=fit.rmse, level=level)
-    fit = judge_interval(fit, boot, float(C[early].max()))
+    fit, boot = fit_with_bootstrap(C[early], R[early], R0=r0, n_boot=n_boot, seed=seed, level=level)
     value, low, high = predict(fit, float(C[-1]), boot)
     observed = float(R[-1])
     return Prediction(fraction, int(early.sum()), fit, value, low, high, observed, value - observed,
@@ -55,10 +53,7 @@ def fit_with_replicates(C, R, *, R0: float | None = None, n_boot: int = 200,
                         seed: int = 0) -> tuple[CurveFit, CurveBootstrap]:
     """The whole curve's fit (R0 fixed to the first point unless given) and its case bootstrap."""
     C, R = np.asarray(C, dtype=float), np.asarray(R, dtype=float)
-    r0 = float(R[0]) if R0 is None else R0
-    fit = fit_sigmoid(C, R, R0=r0)
-    boot = bootstrap_fit(C, R, n_boot=n_boot, seed=seed, R0=r0, r0_sd=fit.rmse)
-    return judge_interval(fit, boot, float(C.max())), boot
+    return fit_with_bootstrap(C, R, R0=float(R[0]) if R0 is None else R0, n_boot=n_boot, seed=seed)
 
 
 @dataclass(frozen=True)

@@ -81,18 +81,14 @@ def _load(path: str, args: argparse.Namespace):
 def _fit_one(path: str, args: argparse.Namespace, shared_r0: float | None = None) -> _RunResult:
     import numpy as np
 
-    from rlvr.analysis.curves import bootstrap_fit, fit_sigmoid, judge_interval, predict
+    from rlvr.analysis.curves import fit_with_bootstrap, predict
     from rlvr.errors import UserError
 
     name, C, R, used = _load(path, args)
     R0 = float(R[0]) if args.r0 == "fixed" else shared_r0
     try:
-        fit = fit_sigmoid(C[used], R[used], R0=R0, max_a_se=args.max_a_se)
-        boot = None
-        if args.n_boot:  # a fixed R0 is one noisy measurement: perturb it by the residual sd
-            r0_sd = fit.rmse if R0 is not None else 0.0
-            boot = bootstrap_fit(C[used], R[used], n_boot=args.n_boot, seed=args.seed, R0=R0, r0_sd=r0_sd)
-            fit = judge_interval(fit, boot, float(C[used].max()))
+        fit, boot = fit_with_bootstrap(C[used], R[used], R0=R0, n_boot=args.n_boot, seed=args.seed,
+                                       max_a_se=args.max_a_se)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
     at = float(C[-1]) if args.predict_at is None else args.predict_at

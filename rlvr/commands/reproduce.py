@@ -11,6 +11,8 @@ EPILOG = """examples:
   rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
   rlvr reproduce scalerl --part 2 --jobs 2    # train two models at once (one process and core each)
   rlvr reproduce boundary --publish           # also copy the page to docs/reproductions/boundary/
+  rlvr reproduce scalerl --part 1 --publish   # rewrite a partial run's page: name a finished part
+                                              # (without --part every remaining part runs first)
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
 """

@@ -11,8 +11,8 @@ EPILOG = """examples:
   rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
   rlvr reproduce scalerl --part 2 --jobs 2    # train two models at once (one process and core each)
   rlvr reproduce boundary --publish           # also copy the page to docs/reproductions/boundary/
-  rlvr reproduce scalerl --part 1 --publish   # rewrite a partial run's page: name a finished part
-                                              # (without --part every remaining part runs first)
+  rlvr reproduce scalerl --page-only --publish  # rewrite the page from the cells on disk, train nothing
+                                                # (without --page-only or --part every remaining part runs first)
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
 """
@@ -29,6 +29,9 @@ def add_arguments(p) -> None:
                    help="models trained at once, each in its own process with cores/jobs torch threads (default 1)")
     p.add_argument("--publish", action="store_true",
                    help="copy the page to docs/reproductions/NAME/ and rebuild docs/reproductions/README.md")
+    p.add_argument("--page-only", action="store_true",
+                   help="train and evaluate nothing: write the page from the cells already on disk "
+                        "(a partial run's claims say 'not run yet')")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
 
@@ -79,7 +82,10 @@ def run(args) -> int:
     from rlvr.model.precision import config_spec, resolve_dtype
 
     progress = "none" if args.quiet else ("plain" if args.plain else "auto")
-    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs)
+    if args.page_only and not out.is_dir():
+        raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
+                        "run the experiment (or a part of it) first, or name its folder with --out")
+    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs, args.page_only)
     rows = check_claims(exp, out, seeds, res["failed"])
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype

@@ -21,6 +21,10 @@ def test_unknown_experiment_and_bad_flags_exit_2(capsys, tmp_path):
     assert main(["reproduce", "boundry", "--out", str(tmp_path)]) == 2
     assert "did you mean 'boundary'" in capsys.readouterr().err
     assert main(["reproduce", "boundary", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert main(["reproduce", "boundary", "--page-only", "--out", str(tmp_path / "none")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["reproduce", "boundary", "--page-only", "--part", "1", "--out", str(tmp_path)]) == 2
+    assert "drop --part" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", names())
@@ -59,6 +63,13 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     # a time budget stops only before a cell with work to do: everything cached -> the same page
     assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet", "--max-minutes", "0.0001"]) == 0
     assert json.loads((out / "table.json").read_text())["status"] == table["status"]
+    # --page-only: a missing cell stays missing (its claims "not run yet"), nothing trains or samples
+    victim.unlink()
+    before = {p: p.stat().st_mtime_ns for p in out.glob("evals/*/*/stats.json")}
+    assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet", "--page-only"]) == 0
+    assert not victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
+    assert all(p.stat().st_mtime_ns == t for p, t in trained.items())
+    assert json.loads((out / "table.json").read_text())["status"].startswith("partial")
 
 
 def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):

@@ -10,6 +10,7 @@ EPILOG = """examples:
   rlvr reproduce boundary --part 1            # one part of a long experiment (parts share cells)
   rlvr reproduce boundary --max-minutes 30    # stop starting cells after 30 min; run again to continue
   rlvr reproduce scalerl --part 2 --jobs 2    # train two models at once (one process and core each)
+  rlvr reproduce scalerl --part 9,18 --jobs 2 # two one-model parts side by side (also ranges: 4-6)
   rlvr reproduce boundary --publish           # also copy the page to docs/reproductions/boundary/
   rlvr reproduce scalerl --page-only --publish  # rewrite the page from the cells on disk, train nothing
                                                 # (without --page-only or --part every remaining part runs first)
@@ -23,7 +24,9 @@ def add_arguments(p) -> None:
     p.add_argument("--seeds", type=int, help="seeds of the seeded models (default: the experiment's)")
     p.add_argument("--quick", action="store_true", help="the miniature form: tiny model, few samples")
     p.add_argument("--out", help="output folder (default: runs/reproduce/NAME[-quick])")
-    p.add_argument("--part", type=int, help="run only this part (1-based) of an experiment declared in parts")
+    p.add_argument("--part", type=parse_parts, metavar="N[,M|N-M]",
+                   help="run only this part (1-based) of an experiment declared in parts; several "
+                        "(9,18 or 4-6) share the --jobs workers")
     p.add_argument("--max-minutes", type=float, help="start no new cell after this many minutes")
     p.add_argument("--jobs", type=int, default=1,
                    help="models trained at once, each in its own process with cores/jobs torch threads (default 1)")
@@ -34,6 +37,24 @@ def add_arguments(p) -> None:
                         "(a partial run's claims say 'not run yet')")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+
+
+def parse_parts(text: str) -> tuple[int, ...]:
+    """``--part``: "3", "9,18,27" or "4-6" (ranges inclusive, mixable: "1,4-6") -> (3,), (9, 18, 27), (4, 5, 6)."""
+    import argparse
+
+    parts: list[int] = []
+    for piece in text.split(","):
+        lo, dash, hi = piece.strip().partition("-")
+        try:
+            span = range(int(lo), int(hi) + 1) if dash else [int(lo)]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a part number, list or range: {text!r} "
+                                             "(e.g. 3, 9,18 or 4-6)") from None
+        if not span or min(span) < 1:
+            raise argparse.ArgumentTypeError(f"parts are numbered from 1, low to high: {text!r}")
+        parts += [p for p in span if p not in parts]
+    return tuple(parts)
 
 
 def list_experiments() -> None:

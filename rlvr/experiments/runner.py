@@ -85,23 +85,38 @@ def model_cells(exp: Experiment, seeds: int, evals: tuple[str, ...] | None = Non
     return [Cell("model", m, s) for m in exp.models if m in need for s in seeds_of(exp, m, seeds)]
 
 
+def part_cells(exp: Experiment, seeds: int, parts: tuple[int, ...] | None) -> tuple[list[Cell], tuple[str, ...]]:
+    """The model cells (each once, in the order of ``parts``) and the evaluations of the given
+    parts (1-based; None = the whole experiment). A part limited to some seeds builds only those."""
+    if parts is None:
+        return model_cells(exp, seeds), exp.part_evaluations(None)
+    cells: list[Cell] = []
+    for p in parts:
+        evals = exp.part_evaluations(p)  # checks p
+        only = exp.part_seeds(p)
+        for c in model_cells(exp, seeds, evals):
+            if (not only or c.seed is None or c.seed in only) and c not in cells:
+                cells.append(c)
+    return cells, tuple(dict.fromkeys(e for p in parts for e in exp.part_evaluations(p)))
+
+
 def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto",
-                   max_minutes: float | None = None, part: int | None = None, jobs: int = 1,
+                   max_minutes: float | None = None, part: int | tuple[int, ...] | None = None, jobs: int = 1,
                    cached_only: bool = False) -> dict:
-    """Build the models and run the evaluations of ``exp`` (of one ``part``, 1-based, when given)
-    under ``out``, reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}.
+    """Build the models and run the evaluations of ``exp`` (of one ``part`` or several, 1-based,
+    when given; with ``jobs`` > 1 the models of several parts share the workers) under ``out``,
+    reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}.
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
     none was missing)."""
     if cached_only and (part is not None or max_minutes is not None):
         raise UserError("reading only the cached cells (--page-only) covers every part: drop --part and --max-minutes")
-    evals, only = exp.part_evaluations(part), exp.part_seeds(part)
+    cells, evals = part_cells(exp, seeds, (part,) if isinstance(part, int) else part)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     built: dict[str, dict] = {}
     timings: dict[str, float] = {}
-    cells = [c for c in model_cells(exp, seeds, evals) if not only or c.seed is None or c.seed in only]
     stopped = False
     failed: dict[str, str] = {}
 

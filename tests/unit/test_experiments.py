@@ -134,6 +134,32 @@ def test_parts_may_split_seeds_and_models_start_from_pretraining_milestones(tmp_
     from rlvr.experiments.runner import needed_models
 
     assert needed_models(exp, ("e",)) == {"base", "early", "rl", "par", "rl_big", "big"}
+    from rlvr.experiments.runner import part_cells
+
+    def ids(parts):
+        cells, evals = part_cells(exp, 2, parts)
+        return [c.id for c in cells], evals
+
+    seed0 = ["model base", "model early", "model big", "model rl_big-s0", "model rl-s0", "model par-s0"]
+    assert ids((1,)) == (seed0, ("e",))
+    # two parts: each model once, each part's own seeds (not every seed of every part's evaluations)
+    assert ids((1, 3)) == ([*seed0, "model par-s1"], ("e", "keep"))
+    assert ids((2, 1))[0][:2] == ["model base", "model early"] and "model rl-s1" in ids((2, 1))[0]
+    assert sorted(ids((1, 2))[0]) == sorted(ids(None)[0]) and len(ids(None)[0]) == 9
+    with pytest.raises(UserError, match="--part must be 1..3"):
+        part_cells(exp, 2, (1, 4))
+
+
+def test_part_lists_and_ranges_parse():
+    import argparse
+
+    from rlvr.commands.reproduce import parse_parts
+
+    assert parse_parts("3") == (3,) and parse_parts("9,18,27") == (9, 18, 27)
+    assert parse_parts("4-6") == (4, 5, 6) and parse_parts("1, 4-5,4") == (1, 4, 5)
+    for bad in ("0", "x", "6-4", "4-", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_parts(bad)
 
 
 def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):

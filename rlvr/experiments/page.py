@@ -262,7 +262,8 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
               "## Papers", "", *[f"- {k}: {v}" for k, v in exp.papers.items()], "",
               "## Machine and command", "", f"- machine: {machine}", f"- command: `{command}`",
               f"- wall time of this invocation: {run['wall_s'] / 60:.1f} min (reused cells cost 0)", "",
-              "## Cells", "", "| cell | seconds |", "|---|---|",
+              *model_lines(out),
+              "## Cells of this invocation", "", "| cell | seconds |", "|---|---|",
               *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
     (out / "README.md").write_text("\n".join(lines))
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
@@ -270,6 +271,34 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
              "models": run["built"]}
     (out / "table.json").write_text(json.dumps(_round(table), indent=1, default=str))
     return out / "README.md"
+
+
+def model_lines(out: Path) -> list[str]:
+    """"## Models" of a page: each finished model under ``out/models`` with its times as recorded
+    when it was trained and the machine of its last (re)start (``run/machine.json``), so a page
+    written by a later invocation, or on another machine, still says what trained what. [] when no
+    model folder has finished."""
+    from rlvr.machine import machine_line
+
+    def read(path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):  # absent (a pipeline that is not an RL run) or unreadable
+            return None
+
+    rows, machines = [], {}
+    for done in sorted(out.glob("models/*/done.json")):
+        info, summary = read(done) or {}, read(done.parent / "run" / "train_summary.json")
+        rec = read(done.parent / "run" / "machine.json")
+        label = machines.setdefault(machine_line(rec) if rec else "not recorded", f"M{len(machines) + 1}")
+        steps = f"{summary['wall_s'] / 60:.1f}" if summary and "wall_s" in summary else "-"
+        rows.append(f"| {done.parent.name} | {info.get('wall_s', 0) / 60:.1f} | {steps} | {label} |")
+    if not rows:
+        return []
+    return ["## Models", "", "Minutes as recorded when each model was trained: the build (training with its "
+            "evaluations; a resumed run: the leg that finished it) and the RL steps alone (every leg); the machine "
+            "of its last (re)start.", "", "| model | build min | RL step min | machine |", "|---|---|---|---|",
+            *rows, "", *[f"- {label}: {line}" for line, label in machines.items()], ""]
 
 
 INDEX_HEAD = """# Reproductions

@@ -156,6 +156,8 @@ class Crossing:
     predicted_leader: str  # higher predicted final pass rate from the fits on the early part
     crossed: bool  # early_leader != final_leader
     ranked_right: bool  # predicted_leader == final_leader
+    early_gap: float = 0.0  # a - b: early mean pass rates
+    final_gap: float = 0.0  # a - b: final mean pass rates
 
 
 def crossing(a: Curve, b: Curve, fraction: float, *, n_last: int = 3) -> Crossing:
@@ -178,7 +180,8 @@ def crossing(a: Curve, b: Curve, fraction: float, *, n_last: int = 3) -> Crossin
         return float(predict(fit_sigmoid(C[m], R[m], R0=float(R[0])), c_end)[0])
 
     lead = (lambda x, y: "a" if x > y else "b")
-    early = lead(early_mean(Ca, Ra), early_mean(Cb, Rb))
-    final = lead(float(Ra[Ca <= c_end][-n_last:].mean()), float(Rb[Cb <= c_end][-n_last:].mean()))
+    ea, eb = early_mean(Ca, Ra), early_mean(Cb, Rb)
+    fa, fb = float(Ra[Ca <= c_end][-n_last:].mean()), float(Rb[Cb <= c_end][-n_last:].mean())
+    early, final = lead(ea, eb), lead(fa, fb)
     predicted = lead(pred(Ca, Ra), pred(Cb, Rb))
-    return Crossing(early, final, predicted, early != final, predicted == final)
+    return Crossing(early, final, predicted, early != final, predicted == final, ea - eb, fa - fb)

@@ -20,9 +20,16 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
 - ``early_ranking`` (eval, model, against, fraction): +1 when the fits on the first ``fraction`` of
   compute rank the two runs' final pass rates as they end (-1 when not), per seed; details say who led
   early and who ended higher (a crossing).
+- ``crossing_scan`` (eval, model, arms, fraction, margin = 0.02): every pair of ``[model, *arms]``
+  (the runs on disk) whose early leader (mean over the first ``fraction`` of compute) ends lower
+  (mean of the last 3 evaluations), both gaps above ``margin``: a crossing. Per seed with at least one
+  crossing: 2 x (share of crossings whose early fits pick the final leader) - 1, in [-1, 1]; no
+  crossing in any seed -> "not measured", saying so.
 """
 
 from __future__ import annotations
+
+from itertools import combinations
 
 import numpy as np
 
@@ -128,4 +135,37 @@ def early_ranking(get, args: dict, seeds, against_seeds):
         out.append(Estimate(s, v, v, v))
         details[seed_label(s)] = {"early_leader": c.early_leader, "final_leader": c.final_leader,
                               "predicted_leader": c.predicted_leader, "crossed": c.crossed}
+    return out, details
+
+
+def crossing_scan(get, args: dict, seeds, against_seeds):
+    frac, x, margin = float(args["fraction"]), args.get("x", "samples"), float(args.get("margin", 0.02))
+    names = [args["model"], *args["arms"]]
+    out, details = [], {}
+    for s in seeds:
+        curves = {}
+        for n in names:
+            try:
+                curves[n] = curve(get(args["eval"], n, s), x)
+            except FileNotFoundError:  # an arm not run yet: the scan covers the runs on disk
+                continue
+        found = []
+        for a, b in combinations(curves, 2):
+            c = crossing(curves[a], curves[b], frac)
+            if c.crossed and min(abs(c.early_gap), abs(c.final_gap)) > margin:
+                found.append({"early_leader": a if c.early_leader == "a" else b,
+                              "final_leader": a if c.final_leader == "a" else b,
+                              "early_gap": abs(c.early_gap), "final_gap": abs(c.final_gap),
+                              "ranked_right": c.ranked_right})
+        details[seed_label(s)] = {"runs": len(curves), "pairs": len(curves) * (len(curves) - 1) // 2,
+                                  "crossings": sorted(found, key=lambda f: -f["final_gap"])}
+        if found:
+            v = 2.0 * sum(f["ranked_right"] for f in found) / len(found) - 1.0
+            out.append(Estimate(s, v, v, v))
+    if not any(d["runs"] >= 2 for d in details.values()):
+        raise FileNotFoundError(f"fewer than 2 of the runs {', '.join(names)} on disk in every seed")
+    if not out:
+        runs = max(d["runs"] for d in details.values())
+        raise UserError(f"no crossing: in no seed did the run ahead over the first {frac:.0%} of compute end "
+                        f"lower, both gaps above {margin:g}, among {runs} runs")
     return out, details

@@ -19,7 +19,7 @@ from rlvr.analysis.predictability import fit_with_replicates, param_diff
 from rlvr.errors import UserError
 from rlvr.experiments.curve_measures import curve, fit_run
 
-CURVE_MEASURES = ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking")
+CURVE_MEASURES = ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan")
 PER_PLOT = 4  # models drawn with the reference in one plot
 
 

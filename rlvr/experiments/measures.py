@@ -65,6 +65,13 @@ class Measure:
             if key in args and args[key] not in pool:
                 raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']} "
                                 "or an evaluation with its protocol")
+        if "arms" in args:  # a scan over runs
+            if not isinstance(args["arms"], list) or not args["arms"]:
+                raise UserError(f"{where}.args.arms: a non-empty list of models")
+            for m in args["arms"]:
+                if m not in pool:
+                    raise UserError(f"{where}.args.arms: {m!r} is not evaluated by {args['eval']} or an "
+                                    "evaluation with its protocol")
         if "pairs" in args:  # association measures: per checkpoint [model, ..., its start model]
             if not args["pairs"] or not all(isinstance(p, list) and len(p) >= 2 for p in args["pairs"]):
                 raise UserError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")
@@ -241,6 +248,10 @@ def _register_curve_measures() -> None:
         "early_ranking": Measure(cm.early_ranking, ("eval", "model", "against", "fraction"),
                                  lambda a: f"+1 when fits on the first {a['fraction']:.0%} of compute rank "
                                            f"{a['model']} and {a['against']} as they end, else -1"),
+        "crossing_scan": Measure(cm.crossing_scan, ("eval", "model", "arms", "fraction"),
+                                 lambda a: f"2 x share of crossing pairs (gaps > {a.get('margin', 0.02):g}) whose "
+                                           f"fits on the first {a['fraction']:.0%} of compute pick the final leader "
+                                           f"- 1, among {a['model']} and {len(a['arms'])} arms"),
     })
 
 

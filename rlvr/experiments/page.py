@@ -49,6 +49,7 @@ INTERVALS = {  # measure -> how its interval is made (the page's header says it)
     "curve_param_diff": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
     "curve_shift_balance": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
     "early_ranking": "none for the rankings (+1 / -1 per seed)",
+    "crossing_scan": "none for the crossing scan (a share of pairs per seed)",
     "gain_association": "checkpoints resampled for the correlations",
     "collapse_association": "checkpoints resampled for the correlations",
     "rise_and_fall": "+-1.96 sampling sd of the held-out points for the series measures",
@@ -133,7 +134,8 @@ def _details(rows: list[dict]) -> list[str]:
                                                        "last step + 1)" if d.get("censored") else "")
                     + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {_num(v, '{:.3g}')}" for k, v in p.items())
                                        for u, p in d["points"].items()))
-        elif r["measure"] in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking"):
+        elif r["measure"] in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking",
+                              "crossing_scan"):
             text = _curve_detail(r["measure"], d, m, a)
         else:
             text = json.dumps(_round(d), sort_keys=True)
@@ -158,6 +160,15 @@ def _curve_detail(measure: str, d: dict, m: str, a: str) -> str:
                 f"{bent(m)}, {bent(a)}")
     if measure == "curve_shift_balance":
         return (f"ln(B ratio) {d['d_ln_B']:+.3f}, ln((A - R0) ratio) {d['d_ln_gain']:+.3f}; {bent(m)}, {bent(a)}")
+    if measure == "crossing_scan":
+        def one(f: dict) -> str:
+            return (f"{f['early_leader']} ahead early by {100 * f['early_gap']:.1f} pts, {f['final_leader']} ends "
+                    f"higher by {100 * f['final_gap']:.1f}, early fits {'right' if f['ranked_right'] else 'wrong'}")
+
+        return "; ".join(f"{s}: {len(x['crossings'])} crossing(s) among {x['runs']} runs ({x['pairs']} pairs)"
+                         + (": " + ", ".join(one(f) for f in x["crossings"][:5]) if x["crossings"] else "")
+                         + (f", and {len(x['crossings']) - 5} more" if len(x["crossings"]) > 5 else "")
+                         for s, x in d.items())
     names = {"a": m, "b": a}
     return "; ".join(f"{s}: early leader {names[x['early_leader']]}, final leader {names[x['final_leader']]}, "
                      f"early fits pick {names[x['predicted_leader']]}" + (" (crossed)" if x["crossed"] else "")

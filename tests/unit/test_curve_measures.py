@@ -8,6 +8,7 @@ import pytest
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.errors import UserError
 from rlvr.experiments.curve_measures import (
+    crossing_scan,
     curve,
     curve_param_diff,
     curve_prediction,
@@ -63,6 +64,32 @@ def test_param_diff_and_early_ranking_of_crossing_curves():
     est, _ = early_ranking(get, {"eval": "d", "model": "fast", "against": "slow", "fraction": 0.6},
                            [0, 1, 2], [0, 1, 2])
     assert verdict(est, "positive") == "reproduced"
+
+
+def test_crossing_scan_finds_the_crossing_pair_among_the_runs_on_disk():
+    def get_disk(ev, model, seed):  # "gone" has not run yet
+        if (model, seed) not in RUNS:
+            raise FileNotFoundError(model)
+        return RUNS[(model, seed)]
+
+    args = {"eval": "d", "model": "late", "arms": ["fast", "slow", "gone"], "fraction": 0.6}
+    est, det = crossing_scan(get_disk, args, [0, 1, 2], [None])
+    # of the 3 pairs only fast/slow crosses (fast ahead early, slow ends 0.11 higher); at 60% the fits see it
+    for d in det.values():
+        assert (d["runs"], d["pairs"], len(d["crossings"])) == (3, 3, 1)
+        c = d["crossings"][0]
+        assert (c["early_leader"], c["final_leader"], c["ranked_right"]) == ("fast", "slow", True)
+        assert c["final_gap"] == pytest.approx(0.711 - 0.6, abs=0.02)  # the curves at C = 51,200
+    assert [e.value for e in est] == [1.0, 1.0, 1.0] and verdict(est, "positive") == "reproduced"
+    # the same per-seed judgement as early_ranking of that pair, at any fraction
+    est, _ = crossing_scan(get_disk, {**args, "fraction": 0.1}, [0, 1, 2], [None])
+    pair, _ = early_ranking(get, {"eval": "d", "model": "fast", "against": "slow", "fraction": 0.1}, [0, 1, 2],
+                            [0, 1, 2])
+    assert [e.value for e in est] == [e.value for e in pair]
+    with pytest.raises(UserError, match="no crossing"):  # both gaps must clear the margin
+        crossing_scan(get_disk, {**args, "margin": 0.5}, [0, 1, 2], [None])
+    with pytest.raises(FileNotFoundError):  # nothing to compare yet: "not run yet"
+        crossing_scan(get_disk, {**args, "model": "gone", "arms": ["fast"]}, [5], [None])
 
 
 def test_param_diff_with_a_tolerance_and_the_shift_balance():

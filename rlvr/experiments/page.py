@@ -13,6 +13,7 @@ from pathlib import Path
 from rlvr.errors import UserError
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import Experiment
+from rlvr.machine import machine_line
 
 
 def _num(x, fmt: str = "{:+.3f}") -> str:
@@ -289,8 +290,6 @@ def model_lines(out: Path) -> list[str]:
     when it was trained and the machine of its last (re)start (``run/machine.json``), so a page
     written by a later invocation, or on another machine, still says what trained what. [] when no
     model folder has finished."""
-    from rlvr.machine import machine_line
-
     def read(path: Path) -> dict | None:
         try:
             return json.loads(path.read_text())

@@ -131,13 +131,13 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                                       progress != "none")
         else:
             for c in cells:
-                if cached_only and not model_cached(exp, exp.models[c.model], c.seed, out, built):
+                if (cached_only or over_budget()) and not model_cached(exp, exp.models[c.model], c.seed, out, built):
+                    if not cached_only:
+                        stopped = True
+                        break
                     missing += 1
                     bar.update(1)
                     continue
-                if over_budget() and not model_cached(exp, exp.models[c.model], c.seed, out, built):
-                    stopped = True
-                    break
                 t = time.time()
                 try:
                     built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
@@ -153,13 +153,13 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
-            if cached_only and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
+            if (cached_only or over_budget()) and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
+                if not cached_only:
+                    stopped = True
+                    break
                 missing += 1
                 bar.update(1)
                 continue
-            if over_budget() and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
-                stopped = True
-                break
             t = time.time()
             _run_eval(exp, c, out, built, None if progress == "none" else _chunk_note(c))
             timings[c.id] = time.time() - t

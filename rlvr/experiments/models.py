@@ -54,6 +54,8 @@ def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfi
 
 
 def _key(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str) -> str:
+    """``start`` / ``teacher``: what the model is built from, named by those models' keys (never by
+    their paths, so a record moved to another cache or machine still matches)."""
     blob = json.dumps({"cfg": config_hash(cfg), "kind": spec.kind, "milestones": spec.milestones,
                        "start": start, "teacher": teacher}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -67,9 +69,11 @@ def _done(d: Path, key: str) -> dict | None:
     return info if info.get("key") == key else None
 
 
-def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str, dict]) -> tuple[str, str]:
-    """(start checkpoint, teacher checkpoint or "") of a trained model, from the models built before it."""
-    teacher = ""
+def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None,
+            built: dict[str, dict]) -> tuple[str, str, str, str]:
+    """(start checkpoint, teacher checkpoint or "", the start's identity for the key, the teacher's)
+    of a trained model, from the models built before it."""
+    teacher = teacher_id = ""
     needs = [spec.base]
     if spec.teacher:
         t = exp.models[spec.teacher]
@@ -78,8 +82,23 @@ def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str,
     if missing:
         raise UserError(f"{model_id(spec.name, seed)} needs {', '.join(missing)}, which could not be built")
     if spec.teacher:
-        teacher = built[needs[1]]["path"]
-    return str(milestone_path(built[spec.base]["path"], spec.start)), teacher
+        teacher, teacher_id = built[needs[1]]["path"], built[needs[1]]["key"]
+    start_id = built[spec.base]["key"] + ("" if spec.start == 1.0 else f"@{spec.start:.2f}")
+    return str(milestone_path(built[spec.base]["path"], spec.start)), teacher, start_id, teacher_id
+
+
+def weights_digest(checkpoint: str | Path) -> str:
+    """The first 12 hex digits of the SHA-256 of a checkpoint's ``model.safetensors`` ("" when it has
+    none): which weights a model started from, since a base pretrained on another machine (another
+    CPU's rounding) is not bit-identical though its key is the same."""
+    f = Path(checkpoint) / "model.safetensors"
+    if not f.exists():
+        return ""
+    h = hashlib.sha256()
+    with f.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:12]
 
 
 def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict]) -> bool:
@@ -89,10 +108,10 @@ def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, 
         found = cached_base(cfg.model, cfg.pretrain)
         return found is not None and (spec.start == 1.0 or milestone_path(found, spec.start).exists())
     try:
-        start, teacher = _inputs(exp, spec, seed, built)
+        _, _, start_id, teacher_id = _inputs(exp, spec, seed, built)
     except UserError:  # what it is built from is missing
         return False
-    return _done(out / "models" / model_id(spec.name, seed), _key(cfg, spec, start, teacher)) is not None
+    return _done(out / "models" / model_id(spec.name, seed), _key(cfg, spec, start_id, teacher_id)) is not None
 
 
 def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict],
@@ -105,9 +124,10 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
         t0 = time.time()
         path = str(milestone_path(base_model(cfg.model, cfg.pretrain, progress), spec.start))
         at = "" if spec.start == 1.0 else f"milestone_{spec.start:.2f}"
-        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, at, "")}
-    start, teacher = _inputs(exp, spec, seed, built)
-    key = _key(cfg, spec, start, teacher)
+        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, at, ""),
+                "weights": weights_digest(path)}
+    start, teacher, start_id, teacher_id = _inputs(exp, spec, seed, built)
+    key = _key(cfg, spec, start_id, teacher_id)
     info = _done(d, key)
     if info is not None:
         return info
@@ -116,7 +136,7 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
         info = _rl(cfg, spec, start, d, progress)
     else:
         info = _pipeline(cfg, spec, start, teacher, d)
-    info.update(wall_s=time.time() - t0, key=key)
+    info.update(wall_s=time.time() - t0, key=key, base_weights=built[spec.base].get("weights", ""))
     atomic_write(d / "done.json", json.dumps(info, indent=1))
     return info
 

@@ -134,8 +134,10 @@ def test_parts_may_split_seeds_and_models_start_from_pretraining_milestones(tmp_
     assert milestone_path(final, 1.0) == final and milestone_path(final, 0.25) == tmp_path / "milestone_0.25"
     with pytest.raises(UserError, match="no pretraining milestone 0.50 .it has 0.25"):
         milestone_path(final, 0.5)
-    assert _inputs(exp, exp.models["rl"], 0, {"base": {"path": str(final)}}) == (str(tmp_path / "milestone_0.25"), "")
-    assert _inputs(exp, exp.models["rl_big"], 0, {"base": {"path": "b"}, "big": {"path": "g"}}) == ("g", "")
+    assert _inputs(exp, exp.models["rl"], 0, {"base": {"path": str(final), "key": "kb"}}) == (
+        str(tmp_path / "milestone_0.25"), "", "kb@0.25", "")  # the key names the base by its key, not its path
+    assert _inputs(exp, exp.models["rl_big"], 0, {"base": {"path": "b", "key": "kb"}, "big": {"path": "g", "key": "kg"}}
+                   ) == ("g", "", "kg", "")
     from rlvr.experiments.runner import needed_models
 
     assert needed_models(exp, ("e",)) == {"base", "early", "rl", "par", "rl_big", "big"}
@@ -201,5 +203,6 @@ def test_a_model_whose_teacher_failed_says_so():
 
     exp = spec.load("boundary")
     with pytest.raises(UserError, match="distill needs teacher, which could not be built"):
-        _inputs(exp, exp.models["distill"], None, {"base": {"path": "b"}})
-    assert _inputs(exp, exp.models["distill"], None, {"base": {"path": "b"}, "teacher": {"path": "t"}}) == ("b", "t")
+        _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"}})
+    assert _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"},
+                                                      "teacher": {"path": "t", "key": "kt"}}) == ("b", "t", "kb", "kt")

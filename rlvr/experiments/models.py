@@ -49,8 +49,14 @@ def model_id(name: str, seed: int | None) -> str:
 
 
 def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfig:
-    """The resolved config of one model: the experiment's config, its overrides, the model's, the seed."""
-    return load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, f"train.seed={seed or 0}"])
+    """The resolved config of one model: float32, the experiment's config, its overrides, the
+    model's, the seed. An experiment runs in float32 unless it (or a model) sets ``model.dtype``:
+    "auto" would pick bf16 on a machine where it is fast, so the same cell key would mean other
+    numerics on another machine."""
+    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, f"train.seed={seed or 0}"])
+    if cfg.model.dtype == "auto":
+        cfg = dataclasses.replace(cfg, model=cfg.model.with_dtype("float32"))
+    return cfg
 
 
 def _key(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str) -> str:

@@ -14,8 +14,11 @@ EPILOG = """examples:
   rlvr reproduce boundary --publish           # also copy the page to docs/reproductions/boundary/
   rlvr reproduce scalerl --page-only --publish  # rewrite the page from the cells on disk, train nothing
                                                 # (without --page-only or --part every remaining part runs first)
+  rlvr reproduce scalerl --resume-published --part 6  # continue a run whose output folder is gone: first
+                                                # put back the records published in docs/reproductions/scalerl/cells/
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
-        (default OUT: runs/reproduce/NAME, or NAME-quick with --quick)
+        (default OUT: runs/reproduce/NAME, or NAME-quick with --quick); --publish also writes the
+        records of the models and cells (no weights) to docs/reproductions/NAME/cells/
 """
 
 
@@ -35,6 +38,9 @@ def add_arguments(p) -> None:
     p.add_argument("--page-only", action="store_true",
                    help="train and evaluate nothing: write the page from the cells already on disk "
                         "(a partial run's claims say 'not run yet')")
+    p.add_argument("--resume-published", action="store_true",
+                   help="first put the published records (docs/reproductions/NAME/cells/: finished models "
+                        "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
 
@@ -103,6 +109,18 @@ def run(args) -> int:
     from rlvr.model.precision import config_spec, resolve_dtype
 
     progress = "none" if args.quiet else ("plain" if args.plain else "auto")
+    if args.resume_published:
+        from rlvr.experiments.archive import restore_archive
+
+        src = Path("docs/reproductions") / exp.name / "cells"
+        if args.quick:
+            raise UserError("--resume-published continues a full run from its published records; drop --quick")
+        if not src.is_dir():
+            raise UserError(f"--resume-published: no published records at {src} (run from the repository "
+                            f"root, after a `rlvr reproduce {exp.name} --publish`)")
+        n = restore_archive(src, out)
+        print(f"restored from {src}: {n['models']} model record(s), {n['evals']} evaluation cell(s) "
+              "(what the output folder already had is kept)")
     if args.page_only and not out.is_dir():
         raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
                         "run the experiment (or a part of it) first, or name its folder with --out")
@@ -137,5 +155,5 @@ def run(args) -> int:
     if args.publish:
         from rlvr.experiments.page import publish
 
-        print(f"published: {publish(out, Path('docs/reproductions'))}")
+        print(f"published: {publish(out, Path('docs/reproductions'), exp.archive_series)}")
     return 0

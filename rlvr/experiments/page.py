@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.experiments.archive import save_archive
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import Experiment
 from rlvr.machine import machine_line
@@ -302,12 +303,15 @@ def model_lines(out: Path) -> list[str]:
         rec = read(done.parent / "run" / "machine.json")
         label = machines.setdefault(machine_line(rec) if rec else "not recorded", f"M{len(machines) + 1}")
         steps = f"{summary['wall_s'] / 60:.1f}" if summary and "wall_s" in summary else "-"
-        rows.append(f"| {done.parent.name} | {info.get('wall_s', 0) / 60:.1f} | {steps} | {label} |")
+        rows.append(f"| {done.parent.name} | {info.get('wall_s', 0) / 60:.1f} | {steps} | {label} | "
+                    f"{info.get('base_weights') or '-'} |")
     if not rows:
         return []
     return ["## Models", "", "Minutes as recorded when each model was trained: the build (training with its "
             "evaluations; a resumed run: the leg that finished it) and the RL steps alone (every leg); the machine "
-            "of its last (re)start.", "", "| model | build min | RL step min | machine |", "|---|---|---|---|",
+            "of its last (re)start; the SHA-256 (first 12 digits) of the base weights it started from (a base "
+            "pretrained again on another machine has the same key, not always the same weights).", "",
+            "| model | build min | RL step min | machine | base weights |", "|---|---|---|---|---|",
             *rows, "", *[f"- {label}: {line}" for line, label in machines.items()], ""]
 
 
@@ -321,9 +325,11 @@ pages of docs/ move here as their experiments are declared.
 """
 
 
-def publish(out: Path, docs: Path) -> Path:
-    """Copy the page of ``out`` (README.md, table.json, plots/) to ``docs/<experiment>/`` and rebuild
-    ``docs/README.md``: one row per claim of every published experiment, its verdict and a link."""
+def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
+    """Copy the page of ``out`` (README.md, table.json, plots/) to ``docs/<experiment>/``, with the
+    records of its models and cells in ``cells/`` (:func:`~rlvr.experiments.archive.save_archive`,
+    dynamics cells cut to ``series`` when given), and rebuild ``docs/README.md``: one row per claim
+    of every published experiment, its verdict and a link."""
     table = json.loads((out / "table.json").read_text())
     if table.get("quick"):
         raise UserError("a quick form checks the machinery, not the claims: publish a full run")
@@ -334,6 +340,7 @@ def publish(out: Path, docs: Path) -> Path:
         shutil.copy2(out / name, dest / name)
     if (out / "plots").is_dir():
         shutil.copytree(out / "plots", dest / "plots")
+    save_archive(out, dest / "cells", series)
     return write_index(docs)
 
 

@@ -26,6 +26,7 @@ from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.verdict import spread, verdict
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
+from rlvr.model.precision import config_spec, resolve_dtype
 from rlvr.train.state import get_task
 
 SAMPLING_SEED = 20_250_418  # every model of an evaluation samples with the same seeds (common random numbers)
@@ -100,6 +101,23 @@ def part_cells(exp: Experiment, seeds: int, parts: tuple[int, ...] | None) -> tu
     return cells, tuple(dict.fromkeys(e for p in parts for e in exp.part_evaluations(p)))
 
 
+def slow_bf16(exp: Experiment, cells: list[Cell]) -> dict[str, str]:
+    """{model: why it is not trained here} for the models of ``cells`` declared in bf16
+    (``model.dtype=bfloat16``) when bf16 autocast is not faster than float32 on this machine (the
+    cached measurement behind ``model.dtype=auto``); {} in the quick form, which trains everything."""
+    cfgs = {} if exp.is_quick else {c.model: model_config(exp, exp.models[c.model], c.seed) for c in cells}
+    bf16 = {m: cfg for m, cfg in cfgs.items() if cfg.model.dtype == "bfloat16"}
+    if not bf16:
+        return {}
+    cfg = next(iter(bf16.values()))
+    p = resolve_dtype("auto", "cpu", lambda: config_spec(cfg.model))
+    if p.dtype == "bfloat16":
+        return {}
+    why = (f"runs in bf16 (model.dtype=bfloat16), which is slow on this machine ({p.reason}); it trains where "
+           "bf16 autocast is at least as fast as float32 (a CPU with avx512_bf16 or AMX)")
+    return {m: why for m in bf16}
+
+
 def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto",
                    max_minutes: float | None = None, part: int | tuple[int, ...] | None = None, jobs: int = 1,
                    cached_only: bool = False) -> dict:
@@ -124,13 +142,20 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         return max_minutes is not None and time.time() - t0 > 60 * max_minutes
 
     missing = 0
+    slow = {} if cached_only else slow_bf16(exp, cells)
+    for m, why in slow.items():
+        warn(f"{m}: not trained (unless already on disk): it {why}")
     bar = Progress(len(cells), f"reproduce {exp.name}: models", progress)
     try:
         if jobs > 1 and not cached_only:
             stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar,
-                                      progress != "none")
+                                      progress != "none", slow)
         else:
             for c in cells:
+                if c.model in slow and not model_cached(exp, exp.models[c.model], c.seed, out, built):
+                    failed[c.model] = slow[c.model]
+                    bar.update(1)
+                    continue
                 if (cached_only or over_budget()) and not model_cached(exp, exp.models[c.model], c.seed, out, built):
                     if not cached_only:
                         stopped = True
@@ -183,9 +208,11 @@ def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threa
 
 
 def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
-                    failed: dict, jobs: int, over_budget, bar, say: bool = True) -> bool:
+                    failed: dict, jobs: int, over_budget, bar, say: bool = True,
+                    skip: dict[str, str] | None = None) -> bool:
     """Build ``cells`` with ``jobs`` worker processes: a model starts once what it is built from
-    (the base, its teacher) is built; cached models are read in this process. Fills ``built``,
+    (the base, its teacher) is built; cached models are read in this process; a model in ``skip``
+    that is not cached is not trained (failed, with its reason). Fills ``built``,
     ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
     when a model starts and ends (the workers train without progress bars)."""
     import os
@@ -219,6 +246,10 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                     t = time.time()
                     built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built, "none")
                     timings[c.id] = time.time() - t
+                    bar.update(1)
+                elif c.model in (skip or {}):
+                    todo.remove(c)
+                    failed[c.model] = skip[c.model]
                     bar.update(1)
                 elif len(running) < jobs:
                     stopped = stopped or over_budget()
@@ -278,6 +309,11 @@ def _chunk_note(c: Cell):
 def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_chunk=None) -> dict:
     ev = exp.evaluations[c.eval]
     path, cfg, d, key = _eval_target(exp, c, out, built)
+    info = built[model_id(c.model, c.seed)]
+    if info.get("restored") and not Path(path).exists():
+        raise UserError(f"{c.id}: the model's record was restored from {info['restored']} (--resume-published) "
+                        f"without its weights, and this evaluation is not among the published cells; delete "
+                        f"{out / 'models' / model_id(c.model, c.seed)} to train it again")
     if ev.kind == "dynamics":
         return evaluate_dynamics(built[model_id(c.model, c.seed)]["run"], d, key)
     if ev.kind == "weights":  # every kept checkpoint of the model and its final one, in one cell

@@ -138,6 +138,12 @@ class Experiment:
     models (an evaluation may then appear in several parts, each with other seeds)."""
     last_overrides: tuple[str, ...] = ()
     """Applied after every model's own overrides (the quick form's miniature settings)."""
+    is_quick: bool = False
+    """The miniature form (:meth:`quick_form`): it checks the machinery, so it trains every model
+    whatever the machine (a bf16 model too where bf16 is slow)."""
+    archive_series: tuple[str, ...] = ()
+    """The series a published dynamics cell keeps (``archive: {series: [...]}``; empty: the whole
+    cell), so the committed record of a long experiment stays small (:mod:`rlvr.experiments.archive`)."""
 
     def part_evaluations(self, part: int | None) -> tuple[str, ...]:
         """The evaluations of ``part`` (1-based; None = all)."""
@@ -158,7 +164,7 @@ class Experiment:
                                 "problems": min(e.problems, q.get("problems", 6)),
                                 "perplexity": min(e.perplexity, q.get("n", 8))})
                  for k, e in self.evaluations.items()}
-        return Experiment(**{**self.__dict__, "last_overrides": tuple(q.get("overrides", ())),
+        return Experiment(**{**self.__dict__, "last_overrides": tuple(q.get("overrides", ())), "is_quick": True,
                              "seeds": q.get("seeds", min(2, self.seeds)), "minutes": q.get("minutes", 3),
                              "evaluations": evals})
 
@@ -176,7 +182,7 @@ def _keys(d: dict, allowed: set[str], where: str, required: set[str] = frozenset
 def parse(data: dict, name: str) -> Experiment:
     """Validate a loaded YAML mapping into an :class:`Experiment` (errors name the bad key)."""
     _keys(data, {"name", "title", "papers", "config", "overrides", "seeds", "minutes", "models", "evaluations",
-                 "claims", "protocol", "deviations", "notes", "quick", "parts"}, name,
+                 "claims", "protocol", "deviations", "notes", "quick", "parts", "archive"}, name,
           {"name", "title", "models", "evaluations", "claims"})
     if data["name"] != name:
         raise UserError(f"{name}: name {data['name']!r} differs from the file name")
@@ -248,10 +254,16 @@ def parse(data: dict, name: str) -> Experiment:
     parts = _parts(data.get("parts") or [], evals, int(data.get("seeds", 3)), name)
     quick = data.get("quick") or {}
     _keys(quick, {"overrides", "seeds", "n", "problems", "minutes"}, f"{name}.quick")
+    archive = data.get("archive") or {}
+    _keys(archive, {"series"}, f"{name}.archive")
+    kept = archive.get("series") or []
+    if not isinstance(kept, list) or not all(isinstance(k, str) for k in kept) or (kept and "step" not in kept):
+        raise UserError(f"{name}.archive.series: {kept!r}; a list of series names that includes step")
     return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
                       float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
                       tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
-                      tuple(data.get("deviations", ())), tuple(data.get("notes", ())), dict(quick), tuple(parts))
+                      tuple(data.get("deviations", ())), tuple(data.get("notes", ())), dict(quick), tuple(parts),
+                      archive_series=tuple(kept))
 
 
 def _parts(raw: list, evals: dict, seeds: int, name: str) -> list:

@@ -25,6 +25,14 @@ def test_unknown_experiment_and_bad_flags_exit_2(capsys, tmp_path):
     assert "no such folder" in capsys.readouterr().err
     assert main(["reproduce", "boundary", "--page-only", "--part", "1", "--out", str(tmp_path)]) == 2
     assert "drop --part" in capsys.readouterr().err
+    assert main(["reproduce", "boundary", "--quick", "--resume-published", "--out", str(tmp_path)]) == 2
+    assert "drop --quick" in capsys.readouterr().err
+
+
+def test_resume_published_needs_published_records(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no docs/reproductions/boundary/cells here
+    assert main(["reproduce", "boundary", "--resume-published", "--page-only", "--out", str(tmp_path / "o")]) == 2
+    assert "no published records at docs/reproductions/boundary/cells" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", names())

@@ -10,10 +10,11 @@ ZEN2 = {"cpu": "AMD EPYC", "cpu_family": 23, "cpu_model": 49, "flags": {"avx2": 
         "logical_cores": 2, "torch_threads": 1, "torch": "2.13.0+cpu", "python": "3.11.7", "precision": "float32"}
 
 
-def _model(out, name, build_s, machine=None, steps_s=None):
+def _model(out, name, build_s, machine=None, steps_s=None, base_weights=None):
     d = out / "models" / name
     (d / "run").mkdir(parents=True)
-    (d / "done.json").write_text(json.dumps({"path": "p", "wall_s": build_s}))
+    (d / "done.json").write_text(json.dumps({"path": "p", "wall_s": build_s,
+                                             **({"base_weights": base_weights} if base_weights else {})}))
     if machine is not None:
         (d / "run" / "machine.json").write_text(json.dumps(machine))
     if steps_s is not None:
@@ -22,13 +23,14 @@ def _model(out, name, build_s, machine=None, steps_s=None):
 
 def test_each_finished_model_has_its_recorded_minutes_and_machine(tmp_path):
     assert model_lines(tmp_path) == []
-    _model(tmp_path, "rl-s0", 1500, ZEN2, 1200)
+    _model(tmp_path, "rl-s0", 1500, ZEN2, 1200, "0123456789ab")
     _model(tmp_path, "rl-s1", 90, {**ZEN2, "cpu_model": 17, "cpu_family": 25, "flags": {"avx512f": True}}, 60)
     _model(tmp_path, "sft-s0", 30)  # not an RL run: no summary, no machine record
     (tmp_path / "models" / "rl-s2" / "run").mkdir(parents=True)  # unfinished: not listed
     lines = model_lines(tmp_path)
     rows = [ln for ln in lines if ln.startswith("| ") and "model |" not in ln]
-    assert rows == ["| rl-s0 | 25.0 | 20.0 | M1 |", "| rl-s1 | 1.5 | 1.0 | M2 |", "| sft-s0 | 0.5 | - | M3 |"]
+    assert rows == ["| rl-s0 | 25.0 | 20.0 | M1 | 0123456789ab |", "| rl-s1 | 1.5 | 1.0 | M2 | - |",
+                    "| sft-s0 | 0.5 | - | M3 | - |"]
     legend = [ln for ln in lines if ln.startswith("- M")]
     assert legend[0].startswith("- M1: AMD EPYC (family 23 model 49; avx2), 2 cores, 1 torch threads")
     assert "family 25 model 17; avx512f" in legend[1] and legend[2] == "- M3: not recorded"

@@ -1,0 +1,94 @@
+"""The published record of an experiment's cells, so a run split across sessions and machines
+survives the loss of its output folder.
+
+``rlvr reproduce NAME --publish`` writes, beside the page in ``docs/reproductions/NAME/cells/``:
+
+- ``models/<model-id>.json``: a finished model's ``done.json`` with its run's ``train_summary.json``
+  and ``machine.json`` (what the page's Models section reads; never the weights);
+- ``evals/<protocol>/<cell>.json.gz``: an evaluation cell's ``key`` and ``stats.json`` (gzip with no
+  timestamp, so an unchanged cell is an unchanged file); a dynamics cell keeps only the experiment's
+  ``archive.series`` when it declares them (``stats["archived_series"]`` then names them).
+
+``rlvr reproduce NAME --resume-published`` puts every record the output folder lacks back in place
+(it never overwrites a local one): the runner then counts those models and cells as done. A model
+restored this way has no checkpoint here; an evaluation it still lacks stops with a message saying so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+from rlvr.paths import atomic_write
+
+RUN_RECORDS = ("train_summary.json", "machine.json")  # of models/<id>/run/, kept beside done.json
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _gz(obj: dict) -> bytes:
+    return gzip.compress(json.dumps(obj, sort_keys=True).encode(), mtime=0)
+
+
+def prune(stats: dict, series: tuple[str, ...]) -> dict:
+    """A dynamics cell's stats with only ``series`` kept (all when empty); other cells unchanged."""
+    if not series or stats.get("kind") != "dynamics":
+        return stats
+    return {**stats, "series": {k: v for k, v in stats["series"].items() if k in series},
+            "archived_series": list(series)}
+
+
+def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[str, int]:
+    """Write the records of every finished model and evaluation cell of ``out`` to ``dest``
+    (replaced whole) -> {"models": n, "evals": n}."""
+    shutil.rmtree(dest, ignore_errors=True)
+    counts = {"models": 0, "evals": 0}
+    for done in sorted(out.glob("models/*/done.json")):
+        info = _read(done)
+        if info is None:
+            continue
+        rec = {"done": info, **{n: r for n in RUN_RECORDS if (r := _read(done.parent / "run" / n)) is not None}}
+        (dest / "models").mkdir(parents=True, exist_ok=True)
+        (dest / "models" / f"{done.parent.name}.json").write_text(json.dumps(rec, indent=1, sort_keys=True))
+        counts["models"] += 1
+    for stats_file in sorted(out.glob("evals/*/*/stats.json")):
+        stats, key_file = _read(stats_file), stats_file.parent / "key"
+        if stats is None or not key_file.exists():
+            continue
+        cell = dest / "evals" / stats_file.parent.parent.name / f"{stats_file.parent.name}.json.gz"
+        cell.parent.mkdir(parents=True, exist_ok=True)
+        cell.write_bytes(_gz({"key": key_file.read_text(), "stats": prune(stats, series)}))
+        counts["evals"] += 1
+    return counts
+
+
+def restore_archive(src: Path, out: Path) -> dict[str, int]:
+    """Put every record of ``src`` that ``out`` lacks into ``out`` -> {"models": n, "evals": n}
+    restored (a local model or cell, finished or not, is left as it is)."""
+    counts = {"models": 0, "evals": 0}
+    for rec_file in sorted(src.glob("models/*.json")):
+        d = out / "models" / rec_file.stem
+        rec = _read(rec_file)
+        if rec is None or d.exists():
+            continue
+        for n in RUN_RECORDS:
+            if n in rec:
+                atomic_write(d / "run" / n, json.dumps(rec[n], indent=1))
+        atomic_write(d / "done.json", json.dumps({**rec["done"], "restored": str(rec_file)}, indent=1))
+        counts["models"] += 1
+    for cell in sorted(src.glob("evals/*/*.json.gz")):
+        d = out / "evals" / cell.parent.name / cell.name.removesuffix(".json.gz")
+        if d.exists():
+            continue
+        rec = json.loads(gzip.decompress(cell.read_bytes()))
+        atomic_write(d / "key", rec["key"])  # the key first: a cell with a key and no stats is unfinished
+        atomic_write(d / "stats.json", json.dumps(rec["stats"]))
+        counts["evals"] += 1
+    return counts

@@ -34,7 +34,7 @@ def _read(path: Path) -> dict | None:
 
 
 def _gz(obj: dict) -> bytes:
-    return gzip.compress(json.dumps(obj, sort_keys=True).encode(), mtime=0)
+    return gzip.compress(json.dumps(obj).encode(), mtime=0)
 
 
 def prune(stats: dict, series: tuple[str, ...]) -> dict:
@@ -56,7 +56,7 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
             continue
         rec = {"done": info, **{n: r for n in RUN_RECORDS if (r := _read(done.parent / "run" / n)) is not None}}
         (dest / "models").mkdir(parents=True, exist_ok=True)
-        (dest / "models" / f"{done.parent.name}.json").write_text(json.dumps(rec, indent=1, sort_keys=True))
+        (dest / "models" / f"{done.parent.name}.json").write_text(json.dumps(rec, indent=1))
         counts["models"] += 1
     for stats_file in sorted(out.glob("evals/*/*/stats.json")):
         stats, key_file = _read(stats_file), stats_file.parent / "key"

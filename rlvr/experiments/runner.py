@@ -114,7 +114,7 @@ def slow_bf16(exp: Experiment, cells: list[Cell]) -> dict[str, str]:
     if p.dtype == "bfloat16":
         return {}
     why = (f"runs in bf16 (model.dtype=bfloat16), which is slow on this machine ({p.reason}); it trains where "
-           "bf16 autocast is at least as fast as float32 (a CPU with avx512_bf16 or AMX)")
+           "the measurement behind model.dtype=auto finds bf16 autocast faster (a CPU with avx512_bf16 or AMX)")
     return {m: why for m in bf16}
 
 

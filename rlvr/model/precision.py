@@ -346,6 +346,17 @@ def apply_dtype(model, dtype: str) -> None:
         model.set_dtype(dtype)
 
 
+def apply_compute(model, cfg: ModelConfig) -> None:
+    """Make a loaded ``model`` compute as the run's ``cfg`` says: its dtype and ``fp32_logits``
+    (the LM head and log-softmax in float32). Both are compute options, not architecture, so the
+    run's config wins over what the checkpoint was saved with (an RL run from the base with
+    ``model.fp32_logits=false`` otherwise kept the base's true)."""
+    apply_dtype(model, cfg.dtype)
+    own = getattr(model, "cfg", None)
+    if own is not None and getattr(own, "fp32_logits", cfg.fp32_logits) != cfg.fp32_logits:
+        model.cfg = dataclasses.replace(own, fp32_logits=cfg.fp32_logits)
+
+
 def resolve_model(model, device: str | torch.device | None = None) -> Precision:
     """Resolve a built policy's own ``cfg.dtype`` on ``device`` (default: where its weights are) and
     apply it; an explicit dtype is left as it is."""

@@ -18,7 +18,7 @@ from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.hf import load_hf_policy
 from rlvr.model.io import load_policy, resolve_device
-from rlvr.model.precision import Precision, apply_dtype, config_spec, resolve_dtype
+from rlvr.model.precision import Precision, apply_compute, config_spec, resolve_dtype
 from rlvr.rollout.engine import sample_params
 from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
@@ -121,7 +121,7 @@ def build_policy(cfg: RunConfig, progress: str = "auto"):
         model, tok = load_hf_policy(cfg.model.path, cfg.model)
     else:
         model, tok = load_policy(base_model(cfg.model, cfg.pretrain, progress))
-    apply_dtype(model, cfg.model.dtype)
+    apply_compute(model, cfg.model)
     return model.to(device), tok
 
 

@@ -202,6 +202,22 @@ def test_run_config_and_policy_get_the_resolved_dtype(fake, tmp_path):
     assert model.cfg.dtype == "bfloat16" and len(fake.calls) == 1
 
 
+def test_policy_takes_the_runs_fp32_logits_not_the_checkpoints(tmp_path):
+    """model.fp32_logits=false on a run from a checkpoint saved with true: the LM head then runs in
+    bf16 under bf16 autocast (an ablation that silently kept FP32 logits before)."""
+    ck = _tiny_checkpoint(tmp_path / "init", dtype="float32")  # saved with fp32_logits: true (the default)
+    over = [f"model.init_from={ck}", "model.d_model=32", "model.n_head=2", "model.dtype=bfloat16"]
+    fp32, _ = build_policy(load_config("quickstart", over), "none")
+    bf16, _ = build_policy(load_config("quickstart", [*over, "model.fp32_logits=false"]), "none")
+    assert fp32.cfg.fp32_logits and not bf16.cfg.fp32_logits and bf16.cfg.dtype == "bfloat16"
+    h = torch.randn(2, 3, 32)
+    exact = torch.nn.functional.linear(h, fp32.lm_head.weight)  # float32 reference
+    assert torch.allclose(fp32.logits(h), exact, atol=1e-5)
+    rounded = bf16.logits(h)
+    assert rounded.dtype == torch.float32 and not torch.allclose(rounded, exact, atol=1e-5)  # bf16 rounding
+    assert torch.allclose(rounded, exact, atol=0.05)
+
+
 @pytest.mark.filterwarnings("ignore:step 1:RuntimeWarning")
 def test_a_run_saves_the_resolved_dtype_and_its_machine(fake, tmp_path, capsys):
     from rlvr.train.loop import train

@@ -26,7 +26,8 @@ from rlvr.paths import atomic_write
 RUN_RECORDS = ("train_summary.json", "machine.json")  # of models/<id>/run/, kept beside done.json
 
 
-def _read(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``; None when it is absent or unreadable."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -51,15 +52,15 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
     shutil.rmtree(dest, ignore_errors=True)
     counts = {"models": 0, "evals": 0}
     for done in sorted(out.glob("models/*/done.json")):
-        info = _read(done)
+        info = read_json(done)
         if info is None:
             continue
-        rec = {"done": info, **{n: r for n in RUN_RECORDS if (r := _read(done.parent / "run" / n)) is not None}}
+        rec = {"done": info, **{n: r for n in RUN_RECORDS if (r := read_json(done.parent / "run" / n)) is not None}}
         (dest / "models").mkdir(parents=True, exist_ok=True)
         (dest / "models" / f"{done.parent.name}.json").write_text(json.dumps(rec, indent=1))
         counts["models"] += 1
     for stats_file in sorted(out.glob("evals/*/*/stats.json")):
-        stats, key_file = _read(stats_file), stats_file.parent / "key"
+        stats, key_file = read_json(stats_file), stats_file.parent / "key"
         if stats is None or not key_file.exists():
             continue
         cell = dest / "evals" / stats_file.parent.parent.name / f"{stats_file.parent.name}.json.gz"
@@ -75,7 +76,7 @@ def restore_archive(src: Path, out: Path) -> dict[str, int]:
     counts = {"models": 0, "evals": 0}
     for rec_file in sorted(src.glob("models/*.json")):
         d = out / "models" / rec_file.stem
-        rec = _read(rec_file)
+        rec = read_json(rec_file)
         if rec is None or d.exists():
             continue
         for n in RUN_RECORDS:

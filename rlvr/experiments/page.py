@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.experiments.archive import save_archive
+from rlvr.experiments.archive import read_json, save_archive
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import Experiment
 from rlvr.machine import machine_line
@@ -291,16 +291,10 @@ def model_lines(out: Path) -> list[str]:
     when it was trained and the machine of its last (re)start (``run/machine.json``), so a page
     written by a later invocation, or on another machine, still says what trained what. [] when no
     model folder has finished."""
-    def read(path: Path) -> dict | None:
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):  # absent (a pipeline that is not an RL run) or unreadable
-            return None
-
-    rows, machines = [], {}
+    rows, machines = [], {}  # run records may be absent (a pipeline that is not an RL run)
     for done in sorted(out.glob("models/*/done.json")):
-        info, summary = read(done) or {}, read(done.parent / "run" / "train_summary.json")
-        rec = read(done.parent / "run" / "machine.json")
+        info, summary = read_json(done) or {}, read_json(done.parent / "run" / "train_summary.json")
+        rec = read_json(done.parent / "run" / "machine.json")
         label = machines.setdefault(machine_line(rec) if rec else "not recorded", f"M{len(machines) + 1}")
         steps = f"{summary['wall_s'] / 60:.1f}" if summary and "wall_s" in summary else "-"
         rows.append(f"| {done.parent.name} | {info.get('wall_s', 0) / 60:.1f} | {steps} | {label} | "

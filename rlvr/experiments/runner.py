@@ -152,15 +152,15 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                                       progress != "none", slow)
         else:
             for c in cells:
-                if c.model in slow and not model_cached(exp, exp.models[c.model], c.seed, out, built):
-                    failed[c.model] = slow[c.model]
-                    bar.update(1)
-                    continue
-                if (cached_only or over_budget()) and not model_cached(exp, exp.models[c.model], c.seed, out, built):
-                    if not cached_only:
+                if ((c.model in slow or cached_only or over_budget())
+                        and not model_cached(exp, exp.models[c.model], c.seed, out, built)):
+                    if c.model in slow:  # not on disk, and this machine does not train it
+                        failed[c.model] = slow[c.model]
+                    elif not cached_only:
                         stopped = True
                         break
-                    missing += 1
+                    else:
+                        missing += 1
                     bar.update(1)
                     continue
                 t = time.time()

@@ -20,6 +20,7 @@ from rlvr.model.io import load_policy, save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.paths import cache_root
+from rlvr.train.excursions import load_start
 from rlvr.train.pretrain import base_model, pretrain_key
 from rlvr.train.state import build_policy, resolve_precision
 
@@ -266,3 +267,14 @@ def test_pretraining_keeps_its_float32_key(monkeypatch, tmp_path):
     dirs = {d: base_model(ModelConfig(dtype=d), pre, "none") for d in ("auto", "float32", "bfloat16")}
     assert len(set(dirs.values())) == 1 and seen == ["float32"]
     assert dirs["auto"].parent.name == pretrain_key(ModelConfig(dtype="float32"), pre)
+
+
+def test_excursion_cells_compute_as_the_run_says(tmp_path):
+    """An excursion cell starts from a milestone checkpoint saved in float32 with FP32 logits; the run's
+    model.dtype and model.fp32_logits win (the cells kept the checkpoint's before)."""
+    ck = _tiny_checkpoint(tmp_path / "milestone", dtype="float32")
+    over = ["model.d_model=32", "model.n_head=2", "model.dtype=bfloat16", "model.fp32_logits=false"]
+    model, _ = load_start(load_config("quickstart", over), ck)
+    assert model.cfg.dtype == "bfloat16" and not model.cfg.fp32_logits
+    same, _ = load_start(load_config("quickstart", ["model.d_model=32", "model.n_head=2", "model.dtype=float32"]), ck)
+    assert same.cfg.dtype == "float32" and same.cfg.fp32_logits

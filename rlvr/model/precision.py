@@ -4,13 +4,16 @@
 - On a CUDA device ``auto`` is bfloat16 where ``torch.cuda.is_bf16_supported()``, else float32
   (no measurement).
 - On the CPU ``auto`` times bf16 autocast against float32 at the model's own shapes
-  (:func:`measure`: a forward + backward at a training-sized token count, then decode steps of a
-  64-row batch; alternating, repeated, medians) and picks bfloat16 only where it is at least
-  :data:`MARGIN` times faster. The tiny model is measured for real (one block, with attention, norms
-  and the LM head), an HF model as its layer's projections (q, k, v, o, gate, up, down). The result is
+  (:func:`measure`: a forward + backward, then decoding; alternating, repeated, medians) and picks
+  bfloat16 only where it is at least :data:`MARGIN` times faster. The tiny model is measured for real
+  (one block, with attention, norms and the LM head) at the default RL step's shapes: one of its two
+  mini-batches (8 prompts x 8 samples), sampled by the sampler's shared-prefix decoding and trained
+  on as 64 left-padded sequences of prompt + completion under their key mask; an HF model as its layer's projections (q, k, v, o, gate, up, down) at a
+  training-sized token count and 64-row decode steps. The result is
   cached in ``<cache>/machine/bf16-<key>.json``, keyed by a hash of the CPU (model name, family,
   model, flags), the torch version, the torch thread count and the workload; a second run reuses it,
-  a corrupt file is measured again.
+  a corrupt file is measured again. The 1-minute load average is recorded with it, and the printed
+  choice says when the machine was busy (the ratio may then be off: delete the file to measure again).
 - Any other device: float32.
 - ``RLVR_AUTO_DTYPE=float32|bfloat16`` pins what ``auto`` resolves to, without measuring (the
   test suite pins float32 so that its results do not depend on the machine).
@@ -48,10 +51,13 @@ from rlvr.paths import atomic_write, cache_root
 MARGIN = 1.1
 """bf16 autocast must be at least this many times faster than float32 to be chosen on the CPU."""
 ENV_PIN = "RLVR_AUTO_DTYPE"
-FORMAT = 1  # bump when the measurement changes: old cache files are then measured again
-TRAIN_TOKENS = 2048  # the most tokens of the training-sized forward + backward
-DECODE_ROWS = 64  # rows of a decode-sized batch (one new token each)
+FORMAT = 2  # bump when the measurement changes: old cache files are then measured again
+TRAIN_TOKENS = 2048  # the most tokens of the training-sized forward + backward (HF projections)
+DECODE_ROWS = 64  # rows of a decode-sized batch (one new token each; HF projections)
+RL_PROMPTS, RL_ROWS = 8, 64  # the tiny model's workload: a mini-batch of the default RL step (16 x 8 in 2),
+RL_PROMPT_TOKENS, RL_NEW_TOKENS = 10, 32  # its prompts of about 10 tokens, completions of about 30
 FLOP_CAP = 2e9  # float32 FLOPs of one repeat's forward + backward at most: a large model uses fewer tokens
+TINY_FLOP_CAP = 4e9  # the same for the tiny model's RL-step workload (the default model: 64 rows fit)
 BUDGET_S = 0.8  # stop repeating after this long (3 repeats at least): the measurement stays < 2 s
 
 
@@ -142,42 +148,54 @@ def _tokens(flops_per_token: float, cap: float) -> int:
     return max(16, min(TRAIN_TOKENS, int(cap / flops_per_token) // 16 * 16))
 
 
-def _tiny_run(spec: dict, g: torch.Generator, cap: float) -> tuple[Run, dict]:
-    """One real tiny block (+ embedding, final norm, LM head): forward + backward of a training batch
-    (sequences of up to 64 tokens), then decode steps of a 64-row batch with the KV cache."""
+def _tiny_run(spec: dict, g: torch.Generator, scale: float) -> tuple[Run, dict]:
+    """One real tiny block (+ embedding, final norm, LM head) at the RL step's shapes: forward +
+    backward of :data:`RL_ROWS` left-padded sequences of prompt + completion under their key mask,
+    then the sampler's decoding (:data:`RL_PROMPTS` prompts prefilled once, :data:`RL_ROWS` rows
+    decoding :data:`RL_NEW_TOKENS` steps from the shared prefix). Fewer rows where the float32
+    forward + backward would exceed ``scale`` x :data:`TINY_FLOP_CAP` FLOPs (a wide model)."""
     cfg = ModelConfig(n_layer=1, d_model=spec["d_model"], n_head=spec["n_head"], mlp=spec["mlp"],
                       context=spec["context"], fp32_logits=spec["fp32_logits"])
     vocab = CharTokenizer().vocab_size
     with torch.random.fork_rng(devices=[]):  # the init draws from the global RNG: leave it as it was
         torch.manual_seed(0)
         model = TinyGPT(cfg, vocab)
-    seq = min(64, cfg.context)
-    ids = torch.randint(0, vocab, (max(1, _tokens(3 * model.flops_per_token(), cap) // seq), seq), generator=g)
-    rows = min(DECODE_ROWS, ids.numel())
-    steps = max(1, min(ids.numel() // rows, cfg.context - 1))  # as many tokens sampled as trained on
+    tp = min(RL_PROMPT_TOKENS, max(1, cfg.context // 4))
+    new = max(1, min(RL_NEW_TOKENS, cfg.context - tp))
+    T = tp + new
+    fit = max(1, min(RL_ROWS, int(scale * TINY_FLOP_CAP / (3 * model.flops_per_token() * T))))  # rows
+    prompts = min(RL_PROMPTS, fit)
+    per_prompt = fit // prompts
+    rows = prompts * per_prompt
+    ids = torch.randint(0, vocab, (rows, T), generator=g)
+    key_mask = torch.ones(rows, T, dtype=torch.bool)
+    pad = torch.randint(0, max(1, tp // 3) + 1, (prompts,), generator=g)  # left padding of each prompt
+    prompt_mask = torch.arange(tp)[None, :] >= pad[:, None]
+    key_mask[:, :tp] = prompt_mask.repeat_interleave(per_prompt, 0)
+    prompt_ids = torch.randint(0, vocab, (prompts, tp), generator=g)
+    repeats = torch.full((prompts,), per_prompt)
     tok = torch.randint(0, vocab, (rows,), generator=g)
 
     def run(bf16: bool) -> tuple[float, float]:
         model.set_dtype("bfloat16" if bf16 else "float32")
         model.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        model(ids).logsumexp(-1).mean().backward()
+        model(ids, key_mask).logsumexp(-1).mean().backward()
         t1 = time.perf_counter()
         with torch.no_grad():
-            cache = model.new_cache(rows, steps)
-            for i in range(steps):
-                cache.key_mask[:, i] = True
-                model.decode_step(tok, cache)
+            cache, _ = model.prefill_shared(prompt_ids, prompt_mask, repeats, new)
+            for _ in range(new):
+                model.decode_shared(tok, cache)
         return t1 - t0, time.perf_counter() - t1
 
-    return run, {"train_tokens": int(ids.numel()), "decode_rows": rows, "decode_steps": steps}
+    return run, {"train_tokens": int(key_mask.sum()), "decode_rows": rows, "decode_steps": new}
 
 
-def _linear_run(spec: dict, g: torch.Generator, cap: float) -> tuple[Run, dict]:
+def _linear_run(spec: dict, g: torch.Generator, scale: float) -> tuple[Run, dict]:
     """Every projection of one layer: forward + backward at a training-sized token count (inputs
     float32, as from a norm), then decode-sized forwards of 64 rows (autocast entered per step)."""
     shapes = [tuple(s) for s in spec["shapes"]]
-    n = _tokens(6 * sum(a * b for a, b in shapes), cap)
+    n = _tokens(6 * sum(a * b for a, b in shapes), scale * FLOP_CAP)
     rows = min(DECODE_ROWS, n)
     steps = max(1, n // rows)  # as many tokens sampled as trained on
 
@@ -208,9 +226,9 @@ def _linear_run(spec: dict, g: torch.Generator, cap: float) -> tuple[Run, dict]:
 
 def measure(spec: dict) -> dict:
     """Time bf16 autocast against float32 on the CPU for the workload ``spec`` (:func:`tiny_spec`:
-    a real one-block tiny model; :func:`hf_spec`: one layer's projections): per repeat a forward +
-    backward at a training-sized token count, then decode steps of a 64-row batch that sample as many
-    tokens. float32 and bf16 alternate after a small warm-up; 3 to 7 repeats (about
+    a real one-block tiny model at the RL step's shapes, :func:`_tiny_run`; :func:`hf_spec`: one
+    layer's projections, :func:`_linear_run`): per repeat a forward + backward, then the decoding of
+    about as many tokens. float32 and bf16 alternate after a small warm-up; 3 to 7 repeats (about
     :data:`BUDGET_S`), medians; one only when bf16 is more than 4x slower in it (decided, and slow).
 
     Returns {"ratio", "train_ratio", "decode_ratio"} (float32 seconds / bf16 seconds: > 1 means bf16
@@ -218,10 +236,10 @@ def measure(spec: dict) -> dict:
     count are left as they were."""
     g = torch.Generator().manual_seed(0)
     build = _tiny_run if spec["kind"] == "tiny" else _linear_run
-    warm, _ = build(spec, g, FLOP_CAP / 8)
+    warm, _ = build(spec, g, 1 / 8)
     for bf16 in (False, True):  # warm-up, small: thread pool, kernels compiled (first bf16 calls are slow)
         warm(bf16)
-    run, sizes = build(spec, g, FLOP_CAP)
+    run, sizes = build(spec, g, 1.0)
     times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     start = time.perf_counter()
     for r in range(7):
@@ -278,7 +296,9 @@ def measured(spec: dict) -> tuple[dict, Path]:
     path = cache_path(key)
     data = _read_cached(path, key)
     if data is None:
-        data = {**measure(spec), "measured": _dt.datetime.now().isoformat(timespec="seconds"), "key": key}
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # before this process measures
+        data = {**measure(spec), "measured": _dt.datetime.now().isoformat(timespec="seconds"), "key": key,
+                "load": load, "cores": os.cpu_count()}
         try:
             atomic_write(path, json.dumps(data, indent=1))
         except OSError as e:  # a read-only cache costs a measurement per run, nothing else
@@ -287,6 +307,17 @@ def measured(spec: dict) -> tuple[dict, Path]:
 
 
 # ----------------------------------------------------------------------------- resolution
+def _busy(data: dict) -> str:
+    """``" on a busy machine (load 2.3, 2 cores)"`` when other work shared the cores while measuring
+    (the 1-minute load average plus the measuring threads above the core count), else ``""``: the
+    ratio may then be off; delete the cache file to measure again on a quiet machine."""
+    load, cores = data.get("load"), data.get("cores")
+    threads = data.get("key", {}).get("threads", 1)
+    if not isinstance(load, (int, float)) or not isinstance(cores, int) or load + threads <= cores + 0.5:
+        return ""
+    return f" on a busy machine (load {load:.1f}, {cores} cores: the ratio may be off)"
+
+
 def resolve_dtype(dtype: str, device: str | torch.device = "cpu",
                   spec: dict | Callable[[], dict | None] | None = None) -> Precision:
     """``model.dtype`` -> :class:`Precision` on ``device``. ``spec`` is the model's workload
@@ -315,7 +346,7 @@ def resolve_dtype(dtype: str, device: str | torch.device = "cpu",
     data, path = measured(work)
     r = float(data["ratio"])
     parts = (f"train {float(data.get('train_ratio', r)):.2f}x, decode {float(data.get('decode_ratio', r)):.2f}x; "
-             f"needs >= {MARGIN}x; measured {str(data.get('measured', '?'))[:10]}, cached {path}")
+             f"needs >= {MARGIN}x; measured {str(data.get('measured', '?'))[:10]}{_busy(data)}, cached {path}")
     if r >= MARGIN:
         return Precision("bfloat16", "auto", f"bf16 autocast {r:.2f}x faster than fp32 at this model's shapes "
                                              f"({parts})", data)

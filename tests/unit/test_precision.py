@@ -184,9 +184,31 @@ def test_real_measurement_is_fast_and_well_formed(monkeypatch):
     assert time.perf_counter() - t0 < 6  # < 2 s on a quiet machine; the margin is for a busy one
     assert {"ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s", "repeats", "train_tokens"} <= set(m)
     assert all(m[k] > 0 for k in ("ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s"))
+    # the tiny workload is the default RL step's: 8 prompts x 8 samples, prompt + completion under a key mask
+    T = precision.RL_PROMPT_TOKENS + precision.RL_NEW_TOKENS
+    assert m["decode_rows"] == precision.RL_ROWS and m["decode_steps"] == precision.RL_NEW_TOKENS
+    assert precision.RL_ROWS * (T - precision.RL_PROMPT_TOKENS // 3) <= m["train_tokens"] < precision.RL_ROWS * T
     state = torch.get_rng_state()
     precision.measure(precision.hf_spec({"hidden_size": 32, "num_attention_heads": 2}))
     assert torch.equal(torch.get_rng_state(), state)  # the global RNG is untouched
+
+
+def test_a_wide_tiny_model_is_measured_on_fewer_rows():
+    g = torch.Generator().manual_seed(0)
+    wide = precision.tiny_spec(ModelConfig(n_layer=1, d_model=256, n_head=4))
+    _, sizes = precision._tiny_run(wide, g, 1.0)
+    assert 8 <= sizes["decode_rows"] < precision.RL_ROWS and sizes["decode_rows"] % 8 == 0  # 8 prompts kept
+    _, small = precision._tiny_run(precision.tiny_spec(SMALL), g, 1.0)
+    assert small["decode_rows"] == precision.RL_ROWS
+
+
+def test_busy_machine_is_named_in_the_choice():
+    key = {"threads": 1}
+    assert precision._busy({"load": 2.3, "cores": 2, "key": key}) == (
+        " on a busy machine (load 2.3, 2 cores: the ratio may be off)")
+    assert precision._busy({"load": 0.4, "cores": 2, "key": key}) == ""
+    assert precision._busy({"load": 3.0, "cores": 16, "key": {"threads": 8}}) == ""
+    assert precision._busy({}) == ""  # a measurement cached before the load was recorded
 
 
 # ----------------------------------------------------------------------------- where it is used

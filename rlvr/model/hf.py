@@ -98,6 +98,10 @@ class HFPolicy(nn.Module):
         if self.native is not None:  # its lean sampling path is float32 only
             self.native = NativeDecoder(self.lm, dtype != "bfloat16")
 
+    def set_fp32_logits(self, on: bool) -> None:
+        """LM head in float32 (True) or in the compute dtype (False) from now on."""
+        self.cfg = dataclasses.replace(self.cfg, fp32_logits=on)
+
     @property
     def device(self) -> torch.device:
         return self.lm_head.weight.device

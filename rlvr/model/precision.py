@@ -8,12 +8,13 @@
   bfloat16 only where it is at least :data:`MARGIN` times faster. The tiny model is measured for real
   (one block, with attention, norms and the LM head) at the default RL step's shapes: one of its two
   mini-batches (8 prompts x 8 samples), sampled by the sampler's shared-prefix decoding and trained
-  on as 64 left-padded sequences of prompt + completion under their key mask; an HF model as its layer's projections (q, k, v, o, gate, up, down) at a
-  training-sized token count and 64-row decode steps. The result is
-  cached in ``<cache>/machine/bf16-<key>.json``, keyed by a hash of the CPU (model name, family,
-  model, flags), the torch version, the torch thread count and the workload; a second run reuses it,
-  a corrupt file is measured again. The 1-minute load average is recorded with it, and the printed
-  choice says when the machine was busy (the ratio may then be off: delete the file to measure again).
+  on as 64 left-padded sequences of prompt + completion under their key mask; an HF model as its
+  layer's projections (q, k, v, o, gate, up, down) at a training-sized token count and 64-row
+  decode steps. The result is cached in ``<cache>/machine/bf16-<key>.json``, keyed by a hash of the
+  CPU (model name, family, model, flags), the torch version, the torch thread count and the
+  workload; a second run reuses it, a corrupt file is measured again. The 1-minute load average is
+  recorded with it, and the printed choice says when the machine was busy (the ratio may then be
+  off: delete the file to measure again).
 - Any other device: float32.
 - ``RLVR_AUTO_DTYPE=float32|bfloat16`` pins what ``auto`` resolves to, without measuring (the
   test suite pins float32 so that its results do not depend on the machine).
@@ -383,9 +384,8 @@ def apply_compute(model, cfg: ModelConfig) -> None:
     run's config wins over what the checkpoint was saved with (an RL run from the base with
     ``model.fp32_logits=false`` otherwise kept the base's true)."""
     apply_dtype(model, cfg.dtype)
-    own = getattr(model, "cfg", None)
-    if own is not None and getattr(own, "fp32_logits", cfg.fp32_logits) != cfg.fp32_logits:
-        model.cfg = dataclasses.replace(own, fp32_logits=cfg.fp32_logits)
+    if hasattr(model, "set_fp32_logits"):
+        model.set_fp32_logits(cfg.fp32_logits)
 
 
 def resolve_model(model, device: str | torch.device | None = None) -> Precision:

@@ -245,6 +245,10 @@ class TinyGPT(nn.Module):
         """Compute in ``dtype`` from now on ("float32" | "bfloat16"; weights stay float32)."""
         self.cfg = replace(self.cfg, dtype=dtype)
 
+    def set_fp32_logits(self, on: bool) -> None:
+        """LM head in float32 (True) or in the compute dtype (False) from now on."""
+        self.cfg = replace(self.cfg, fp32_logits=on)
+
     def _autocast(self):
         kind, on = autocast_for(self.device, self.cfg.dtype)
         return torch.autocast(kind, dtype=torch.bfloat16, enabled=on)

@@ -3,6 +3,7 @@ vLLM engine's pure parts (rlvr.rollout.vllm) with fake vLLM objects (vLLM is not
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -18,6 +19,7 @@ from rlvr.errors import UserError  # noqa: E402
 from rlvr.model.hf import build_tiny_hf, load_hf_policy, main, train_tokenizer  # noqa: E402
 from rlvr.model.io import load_policy, save_policy  # noqa: E402
 from rlvr.model.logprobs import score  # noqa: E402
+from rlvr.model.precision import apply_compute  # noqa: E402
 from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
 
 CHAT = ("{% for m in messages %}<bos>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -336,3 +338,19 @@ def test_prefix_sharing_on_hf_models_gives_the_same_samples(dirs):
         assert torch.equal(flat.completion_ids, shared.completion_ids), arch
         cm = flat.completion_mask
         assert (flat.behaviour_logp - shared.behaviour_logp)[cm].abs().max() < 1e-4, arch
+
+
+def test_the_runs_compute_options_reach_an_hf_policy(dirs):
+    """apply_compute: an HF checkpoint computes in the run's dtype and with the run's fp32_logits; with
+    them off, the LM head runs in bf16 under bf16 autocast (rounded), with them on in float32."""
+    m, _ = _load(dirs, "llama", dataclasses.replace(NO_CHAT, fp32_logits=True))
+    apply_compute(m, dataclasses.replace(NO_CHAT, dtype="bfloat16", fp32_logits=False))
+    assert m.cfg.dtype == "bfloat16" and not m.cfg.fp32_logits
+    h = torch.randn(2, 3, m.lm.config.hidden_size)
+    exact = torch.nn.functional.linear(h, m.lm.get_output_embeddings().weight)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rounded = m.logits(h)
+    assert not torch.allclose(rounded, exact, atol=1e-5)
+    apply_compute(m, dataclasses.replace(NO_CHAT, dtype="bfloat16", fp32_logits=True))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.allclose(m.logits(h), exact, atol=1e-5)

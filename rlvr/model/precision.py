@@ -309,9 +309,9 @@ def measured(spec: dict) -> tuple[dict, Path]:
 
 # ----------------------------------------------------------------------------- resolution
 def _busy(data: dict) -> str:
-    """``" on a busy machine (load 2.3, 2 cores)"`` when other work shared the cores while measuring
-    (the 1-minute load average plus the measuring threads above the core count), else ``""``: the
-    ratio may then be off; delete the cache file to measure again on a quiet machine."""
+    """``" on a busy machine (load 2.3, 2 cores: the ratio may be off)"`` when other work shared the
+    cores while measuring (the 1-minute load average plus the measuring threads above the core
+    count), else ``""``; delete the cache file to measure again on a quiet machine."""
     load, cores = data.get("load"), data.get("cores")
     threads = data.get("key", {}).get("threads", 1)
     if not isinstance(load, (int, float)) or not isinstance(cores, int) or load + threads <= cores + 0.5:

@@ -31,3 +31,17 @@ def median_time(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def adding_time(fn, name: str, into: dict):
+    """``fn`` that also adds its wall seconds to ``into[name]`` (a defaultdict(float)) on each call:
+    to time a function in place, e.g. the RL step's ``sample`` inside ``rl_step``."""
+
+    def run(*a, **kw):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            into[name] += time.perf_counter() - t
+
+    return run

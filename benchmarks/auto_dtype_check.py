@@ -21,11 +21,15 @@ import argparse
 import collections
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import adding_time  # noqa: E402
 
 
 def real_steps(dtype: str, steps: int, out: Path) -> dict[str, float]:
@@ -39,13 +43,7 @@ def real_steps(dtype: str, steps: int, out: Path) -> dict[str, float]:
     saved = loop.rl_step, step.sample, step.micro_step
 
     def timed(fn, name):
-        def run(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                current[name] += time.perf_counter() - t
-        return run
+        return adding_time(fn, name, current)
 
     def whole(*a, **kw):
         current.clear()

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import matmul_peak  # noqa: E402
+from _timing import adding_time, matmul_peak  # noqa: E402
 
 
 def read_bandwidth() -> float:
@@ -59,13 +59,7 @@ def rl_step_phases(steps: int, out: Path) -> dict:
     current: dict[str, float] = collections.defaultdict(float)
 
     def timed(fn, name):
-        def run(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                current[name] += time.perf_counter() - t
-        return run
+        return adding_time(fn, name, current)
 
     real_step = loop.rl_step
 

@@ -35,8 +35,7 @@ from rlvr.config import RunConfig, config_hash, load_config
 from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
-from rlvr.model.io import load_policy, save_policy
-from rlvr.model.precision import apply_compute
+from rlvr.model.io import load_policy_as, save_policy
 from rlvr.paths import atomic_write
 from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
 from rlvr.train.excursions import run_pipeline
@@ -170,8 +169,7 @@ def _pipeline(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     torch.manual_seed(cfg.train.seed)
-    model, tok = load_policy(start)
-    apply_compute(model, cfg.model)  # the run's dtype and fp32_logits, not the checkpoint's
+    model, tok = load_policy_as(start, cfg.model)  # the run's dtype and fp32_logits, not the checkpoint's
     log = MetricsLog(d)
     steps = cfg.excursions.steps
     every = max(1, steps // spec.milestones) if spec.milestones else 0

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import torch
 
+from rlvr.config import ModelConfig
 from rlvr.errors import UserError
 from rlvr.model.hf import load_hf_policy
-from rlvr.model.precision import resolve_model
+from rlvr.model.precision import apply_compute, resolve_model
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.paths import replace_dir, temp_dir_beside
@@ -52,6 +53,14 @@ def load_policy(directory: str | Path, device: str | None = None):
     model, tok = _load(directory)
     model = model.to(dev)
     resolve_model(model, dev)
+    return model, tok
+
+
+def load_policy_as(directory: str | Path, cfg: ModelConfig, device: str | None = None):
+    """:func:`load_policy`, then computing as a run's model config ``cfg`` says (its ``dtype``, already
+    resolved, and ``fp32_logits``), not as the checkpoint was saved."""
+    model, tok = load_policy(directory, device)
+    apply_compute(model, cfg)
     return model, tok
 
 

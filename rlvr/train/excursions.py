@@ -34,8 +34,7 @@ from rlvr.eval.generate import samples_for
 from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.retention import retention_eval, retention_task
 from rlvr.log import MetricsLog
-from rlvr.model.io import load_policy, save_policy
-from rlvr.model.precision import apply_compute
+from rlvr.model.io import load_policy_as, save_policy
 from rlvr.train.averaging import parallel_step
 from rlvr.train.pretrain import base_model
 from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
@@ -78,14 +77,6 @@ def cell_key(cfg: RunConfig, pipeline: str, start: Path, teacher: Path | None) -
     d["excursions"] = {k: v for k, v in d["excursions"].items() if k not in layout}
     return config_hash({"cfg": d, "pipeline": pipeline, "start": str(start),
                         "teacher": str(teacher) if pipeline == "distill" else ""})
-
-
-def load_start(cfg: RunConfig, directory: Path):
-    """(model, tokenizer) of a checkpoint computing as the run says (``model.dtype``, already resolved,
-    and ``model.fp32_logits``), not as the checkpoint was saved."""
-    model, tok = load_policy(directory)
-    apply_compute(model, cfg.model)
-    return model, tok
 
 
 # ----------------------------------------------------------------------------- phases
@@ -152,7 +143,7 @@ def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: Met
 def distill_data(cfg: RunConfig, task, teacher: Path, c: Counters) -> list:
     """The teacher's verified-right completions: G samples on each of the first S*P train problems
     (S*R samples: the RL pipeline's generation budget; fewer if the task has fewer problems)."""
-    t_model, t_tok = load_start(cfg, teacher)
+    t_model, t_tok = load_policy_as(teacher, cfg.model)
     G = cfg.algo.group_size
     n_problems = cfg.excursions.steps * cfg.algo.prompts_per_step  # x G samples = S*R
     problems = train_problems(cfg, task)[:n_problems]
@@ -246,7 +237,7 @@ def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teach
     (d / "config.yaml").write_text(dump_yaml(cfg))
     t0 = time.time()
     torch.manual_seed(cfg.train.seed)
-    model, tok = load_start(cfg, start)
+    model, tok = load_policy_as(start, cfg.model)
     task = get_task(cfg)
     log = MetricsLog(d)
     try:

@@ -16,11 +16,10 @@ import torch
 from rlvr.config import ModelConfig, load_config
 from rlvr.machine import FLAGS, cpu_info, machine_info, machine_line
 from rlvr.model import precision
-from rlvr.model.io import load_policy, save_policy
+from rlvr.model.io import load_policy, load_policy_as, save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.paths import cache_root
-from rlvr.train.excursions import load_start
 from rlvr.train.pretrain import base_model, pretrain_key
 from rlvr.train.state import build_policy, resolve_precision
 
@@ -296,7 +295,8 @@ def test_excursion_cells_compute_as_the_run_says(tmp_path):
     model.dtype and model.fp32_logits win (the cells kept the checkpoint's before)."""
     ck = _tiny_checkpoint(tmp_path / "milestone", dtype="float32")
     over = ["model.d_model=32", "model.n_head=2", "model.dtype=bfloat16", "model.fp32_logits=false"]
-    model, _ = load_start(load_config("quickstart", over), ck)
+    model, _ = load_policy_as(ck, load_config("quickstart", over).model)
     assert model.cfg.dtype == "bfloat16" and not model.cfg.fp32_logits
-    same, _ = load_start(load_config("quickstart", ["model.d_model=32", "model.n_head=2", "model.dtype=float32"]), ck)
+    plain = load_config("quickstart", ["model.d_model=32", "model.n_head=2", "model.dtype=float32"])
+    same, _ = load_policy_as(ck, plain.model)
     assert same.cfg.dtype == "float32" and same.cfg.fp32_logits

@@ -49,19 +49,26 @@ def load_policy(directory: str | Path, device: str | None = None):
     ``device`` (a ``train.device`` value, see :func:`resolve_device`) when given. A checkpoint saved
     with ``dtype: auto`` (or an HF model without rlvr's sidecar) computes in what
     :func:`rlvr.model.precision.resolve_dtype` picks for that device; an explicit dtype is kept."""
-    dev = resolve_device(device) if device is not None else torch.device("cpu")
-    model, tok = _load(directory)
-    model = model.to(dev)
+    model, tok, dev = _load_on(directory, device)
     resolve_model(model, dev)
     return model, tok
 
 
 def load_policy_as(directory: str | Path, cfg: ModelConfig, device: str | None = None):
-    """:func:`load_policy`, then computing as a run's model config ``cfg`` says (its ``dtype``, already
-    resolved, and ``fp32_logits``), not as the checkpoint was saved."""
-    model, tok = load_policy(directory, device)
+    """:func:`load_policy`, computing as a run's model config ``cfg`` says (its ``dtype`` and
+    ``fp32_logits``), not as the checkpoint was saved. A ``cfg.dtype`` of ``auto`` is resolved here;
+    the checkpoint's own ``auto`` is never measured (it would be overridden)."""
+    model, tok, dev = _load_on(directory, device)
     apply_compute(model, cfg)
+    resolve_model(model, dev)
     return model, tok
+
+
+def _load_on(directory: str | Path, device: str | None):
+    """-> (model, tokenizer, device): the policy loaded and moved to ``device`` (default: the CPU)."""
+    dev = resolve_device(device) if device is not None else torch.device("cpu")
+    model, tok = _load(directory)
+    return model.to(dev), tok, dev
 
 
 def _load(directory: str | Path):

@@ -17,7 +17,7 @@ from rlvr.config import LossConfig, RunConfig
 from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.hf import load_hf_policy
-from rlvr.model.io import load_policy, resolve_device
+from rlvr.model.io import load_policy_as, resolve_device
 from rlvr.model.precision import Precision, apply_compute, config_spec, resolve_dtype
 from rlvr.rollout.engine import sample_params
 from rlvr.rollout.sample import SampleParams
@@ -114,15 +114,12 @@ def build_policy(cfg: RunConfig, progress: str = "auto"):
     is still "auto"), whatever dtype the checkpoint was saved with."""
     if cfg.model.dtype == "auto":
         cfg, _ = resolve_precision(cfg)
-    device = resolve_device(cfg.train.device)
-    if cfg.model.init_from:
-        model, tok = load_policy(cfg.model.init_from)
-    elif cfg.model.kind == "hf":
+    if cfg.model.kind == "hf" and not cfg.model.init_from:
         model, tok = load_hf_policy(cfg.model.path, cfg.model)
-    else:
-        model, tok = load_policy(base_model(cfg.model, cfg.pretrain, progress))
-    apply_compute(model, cfg.model)
-    return model.to(device), tok
+        apply_compute(model, cfg.model)
+        return model.to(resolve_device(cfg.train.device)), tok
+    start = cfg.model.init_from or base_model(cfg.model, cfg.pretrain, progress)
+    return load_policy_as(start, cfg.model, cfg.train.device)
 
 
 def build_state(cfg: RunConfig, model, tok) -> TrainState:

@@ -300,3 +300,15 @@ def test_excursion_cells_compute_as_the_run_says(tmp_path):
     plain = load_config("quickstart", ["model.d_model=32", "model.n_head=2", "model.dtype=float32"])
     same, _ = load_policy_as(ck, plain.model)
     assert same.cfg.dtype == "float32" and same.cfg.fp32_logits
+
+
+def test_loading_as_a_run_measures_only_the_runs_auto(fake, tmp_path):
+    """A checkpoint saved with ``dtype: auto`` loaded for a run with an explicit dtype is not measured
+    (the measurement would be overridden); a run asking for ``auto`` is measured once."""
+    ck = _tiny_checkpoint(tmp_path / "saved_auto", dtype="auto")
+    model, _ = load_policy_as(ck, SMALL.with_dtype("float32"))
+    assert model.cfg.dtype == "float32" and fake.calls == []
+    model, _ = load_policy_as(ck, SMALL.with_dtype("auto"))
+    assert model.cfg.dtype == "bfloat16" and len(fake.calls) == 1  # fake.ratio 2.0
+    model, _ = load_policy(ck)  # the checkpoint's own auto, now cached
+    assert model.cfg.dtype == "bfloat16" and len(fake.calls) == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
 from rlvr.experiments.page_plots import new_axes, save_axes
-from rlvr.experiments.spec import Experiment
+from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.machine import machine_line
 
 
@@ -58,6 +58,18 @@ INTERVALS = {  # measure -> how its interval is made (the page's header says it)
     "heldout_change": "+-1.96 sampling sd of the held-out points for the series measures",
     "collapse_order": "none for the collapse steps (a step count per seed)",
 }
+
+
+def eval_line(e: EvalSpec) -> str:
+    """One protocol line for an evaluation ``e``, saying what it measured."""
+    models = ", ".join(e.models)
+    if e.kind == "dynamics":
+        return f"evaluation `{e.name}`: the training runs' own logged series (nothing sampled); models {models}"
+    sampled = f"{e.problems} held-out problems x n = {e.n} samples at T = {e.temperature}, top-p {e.top_p}"
+    if e.kind == "weights":
+        return (f"evaluation `{e.name}`: weight-space measures at every kept checkpoint, the KL to the base on "
+                f"{sampled}; models {models}")
+    return f"evaluation `{e.name}`: {sampled}; models {models}"
 
 
 def _interval_text(exp: Experiment) -> str:
@@ -269,8 +281,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     if tl:
         lines += ["## Through training", "", *tl]
     lines += ["## Protocol", "", *[f"- {p}" for p in exp.protocol],
-              *[f"- evaluation `{e.name}`: {e.problems} held-out problems x n = {e.n} samples at T = {e.temperature}, "
-                f"top-p {e.top_p}; models {', '.join(e.models)}" for e in exp.evaluations.values()], "",
+              *[f"- {eval_line(e)}" for e in exp.evaluations.values()], "",
               "## Deviations from the papers' protocol", "", *[f"- {d}" for d in exp.deviations], "",
               "## Papers", "", *[f"- {k}: {v}" for k, v in exp.papers.items()], "",
               "## Machine and command", "", f"- machine: {machine}", f"- command: `{command}`",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rlvr.experiments.page import model_lines
+from rlvr.experiments.page import eval_line, model_lines
+from rlvr.experiments.spec import EvalSpec
 
 ZEN2 = {"cpu": "AMD EPYC", "cpu_family": 23, "cpu_model": 49, "flags": {"avx2": True, "avx512f": False},
         "logical_cores": 2, "torch_threads": 1, "torch": "2.13.0+cpu", "python": "3.11.7", "precision": "float32"}
@@ -34,3 +35,14 @@ def test_each_finished_model_has_its_recorded_minutes_and_machine(tmp_path):
     legend = [ln for ln in lines if ln.startswith("- M")]
     assert legend[0].startswith("- M1: AMD EPYC (family 23 model 49; avx2), 2 cores, 1 torch threads")
     assert "family 25 model 17; avx512f" in legend[1] and legend[2] == "- M3: not recorded"
+
+
+def test_protocol_line_says_what_each_evaluation_kind_measured():
+    """A dynamics evaluation samples nothing (its problems / n are unused): the page must not claim
+    "1 held-out problems x n = 1 samples" for it."""
+    dyn = eval_line(EvalSpec("c", 1.0, 1.0, 1, 1, ("scalerl",), kind="dynamics"))
+    assert "nothing sampled" in dyn and "held-out problems" not in dyn and dyn.endswith("models scalerl")
+    smp = eval_line(EvalSpec("e", 0.6, 0.95, 16, 200, ("base", "rl")))
+    assert smp == "evaluation `e`: 200 held-out problems x n = 16 samples at T = 0.6, top-p 0.95; models base, rl"
+    w = eval_line(EvalSpec("w", 1.0, 1.0, 2, 3, ("x",), kind="weights"))
+    assert "weight-space" in w and "3 held-out problems x n = 2 samples" in w

@@ -17,6 +17,8 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
 - ``curve_shift_balance`` (eval, model, against): |ln(B_model / B_against)| - |ln(gain_model /
   gain_against)| with gain = A - R0, one shared estimate (> 0: the intervention moved the efficiency
   exponent more than the ceiling, in relative terms; :func:`rlvr.analysis.predictability.shift_balance`).
+  Both withhold a direction (details ``withheld``: the verdict is at most inconclusive) unless every
+  fit of both arms is bent: parameters read off a curve that has not bent are extrapolations.
 - ``early_ranking`` (eval, model, against, fraction): +1 when the fits on the first ``fraction`` of
   compute rank the two runs' final pass rates as they end (-1 when not), per seed; details say who led
   early and who ended higher (a crossing).
@@ -100,13 +102,26 @@ def _bent(args: dict, arms: list[list]) -> dict:
     return {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
 
 
+def withheld(bent: dict[str, list[bool]]) -> str:
+    """Why a comparison of fitted parameters cannot decide a direction ('' when it can): every fit of
+    both arms must be bent, else A (and B and C_mid, which trade off with it) is an extrapolation
+    whose bootstrap interval understates how little the data pin it down (a fit with C_mid beyond the
+    data often puts A at its bound)."""
+    if all(all(v) for v in bent.values()):
+        return ""
+    counts = ", ".join(f"{n} {sum(v)} of {len(v)}" for n, v in bent.items())
+    return f"not every fit has bent ({counts}): the compared parameters are extrapolations"
+
+
 def curve_param_diff(get, args: dict, seeds, against_seeds):
     param = args["param"]
     if param not in ("A", "B", "C_mid"):
         raise UserError(f"curve_param_diff: param must be A, B or C_mid, got {param!r}")
     arms = _arms(get, args, seeds, against_seeds)
     d = param_diff(arms[0], arms[1], param, log=bool(args.get("log", False)))
-    details = {"model": d.a, "against": d.b, "diff": d.diff, "interval": [d.low, d.high], "bent": _bent(args, arms)}
+    bent = _bent(args, arms)
+    details = {"model": d.a, "against": d.b, "diff": d.diff, "interval": [d.low, d.high], "bent": bent,
+               "withheld": withheld(bent)}
     if "tolerance" not in args:
         return [Estimate(None, d.diff, d.low, d.high)], details
     tol = float(args["tolerance"])
@@ -118,8 +133,9 @@ def curve_param_diff(get, args: dict, seeds, against_seeds):
 def curve_shift_balance(get, args: dict, seeds, against_seeds):
     arms = _arms(get, args, seeds, against_seeds)
     b = shift_balance(arms[0], arms[1])
+    bent = _bent(args, arms)
     return [Estimate(None, b.balance, b.low, b.high)], {"d_ln_B": b.d_ln_B, "d_ln_gain": b.d_ln_gain,
-                                                        "bent": _bent(args, arms)}
+                                                        "bent": bent, "withheld": withheld(bent)}
 
 
 def early_ranking(get, args: dict, seeds, against_seeds):

@@ -76,12 +76,21 @@ def _interval_text(exp: Experiment) -> str:
     return "; ".join(dict.fromkeys(INTERVALS.get(c.measure, "see the measure") for c in exp.claims))
 
 
+def _withheld_text(rows: list[dict]) -> str:
+    """The header's note when some claim's measure withheld its direction ('' when none did)."""
+    if not any(r.get("withheld") for r in rows):
+        return ""
+    return ("; a claim whose measure cannot decide a direction (its quantity is not identified by the data, "
+            "as the row says) is inconclusive whatever its interval")
+
+
 def verdict_table(rows: list[dict]) -> list[str]:
     lines = ["| claim | the paper | ours: mean (seed range); per seed value [95% CI] | verdict |",
              "|---|---|---|---|"]
     for r in rows:
         claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {r['expect']}*"
-        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | **{r['verdict']}** |")
+        why = f"<br>*direction withheld: {r['withheld']}*" if r.get("withheld") else ""
+        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | **{r['verdict']}**{why} |")
     return lines
 
 
@@ -265,7 +274,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
              f"Experiment `{exp.name}`{form}; "
              f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
              "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "
-             f"otherwise (intervals: {_interval_text(exp)}).", "",
+             f"otherwise (intervals: {_interval_text(exp)}){_withheld_text(rows)}.", "",
              *verdict_table(rows), ""]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]

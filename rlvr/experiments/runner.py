@@ -359,8 +359,9 @@ def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] 
         except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)
             rows.append({**row, "verdict": f"not measured: {e}", "missing": str(e)})
             continue
+        why = details.get("withheld", "") if isinstance(details, dict) else ""
         row.update(estimates=[{**e.__dict__, "label": e.label} for e in est], spread=spread(est),
-                   verdict=verdict(est, cl.expect), details=details)
+                   verdict=verdict(est, cl.expect, why), details=details, withheld=why)
         rows.append(row)
     return rows
 

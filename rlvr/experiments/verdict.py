@@ -6,7 +6,9 @@ seed gives an estimate with a 95% interval (lo, hi). The verdict is
 - **reproduced**: the claimed direction holds beyond the interval in every seed (lo > 0 for
   positive, hi < 0 for negative);
 - **not reproduced**: the opposite direction holds beyond the interval in every seed;
-- **inconclusive**: otherwise (an interval covers 0, or the seeds disagree).
+- **inconclusive**: otherwise (an interval covers 0, or the seeds disagree), and whenever the measure
+  withholds a direction (its quantity is not identified by the data, e.g. curve parameters read off
+  fits that have not bent; the page says why).
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ def side(e: Estimate) -> int:
     return 1 if e.lo > 0 else -1 if e.hi < 0 else 0
 
 
-def verdict(estimates: Sequence[Estimate], expect: str) -> str:
-    """The verdict (one of :data:`VERDICTS`) of per-seed ``estimates`` for a claim expecting ``expect``."""
+def verdict(estimates: Sequence[Estimate], expect: str, withheld: str = "") -> str:
+    """The verdict (one of :data:`VERDICTS`) of per-seed ``estimates`` for a claim expecting ``expect``;
+    ``withheld`` (a reason, '' for none): the measure cannot decide a direction -> inconclusive."""
     if expect not in EXPECTS:
         raise ValueError(f"expect must be one of {EXPECTS}, got {expect!r}")
-    if not estimates:
+    if not estimates or withheld:
         return "inconclusive"
     want = 1 if expect == "positive" else -1
     sides = [side(e) for e in estimates]

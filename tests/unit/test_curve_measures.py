@@ -15,7 +15,7 @@ from rlvr.experiments.curve_measures import (
     curve_shift_balance,
     early_ranking,
 )
-from rlvr.experiments.verdict import verdict
+from rlvr.experiments.verdict import Estimate, verdict
 
 
 def series(A, B, C_mid, seed, R0=0.2, noise=0.004, steps=400, every=10, per_step=128):
@@ -117,3 +117,25 @@ def test_fit_cache_returns_the_same_fit_and_forgets_the_oldest(monkeypatch):
     cm.fit_run(*curves[2], 2)  # the third run pushes out the first
     assert len(cm._FITS) == 2
     assert cm.fit_run(*curves[0], 0) is not first  # fitted again
+
+
+def test_a_parameter_comparison_withholds_its_direction_unless_every_fit_has_bent():
+    """A read off a curve that has not bent is an extrapolation (often A at its bound): the claim's
+    verdict is at most inconclusive, saying why, however narrow the bootstrap interval."""
+    args = {"eval": "d", "model": "slow", "against": "fast", "param": "A"}
+    est, det = curve_param_diff(get, args, [0, 1, 2], [0, 1, 2])
+    assert det["withheld"] == "" and verdict(est, "positive", det["withheld"]) == "reproduced"
+    short = {(m, s): {"kind": "dynamics", "series": {k: v[:150] for k, v in r["series"].items()}}
+             for (m, s), r in RUNS.items()}  # 150 of 400 steps: slow's midpoint (step 125) barely inside
+    est, det = curve_param_diff(lambda e, m, s: short[(m, s)], {**args, "model": "late"}, [0, 1, 2], [0, 1, 2])
+    assert det["bent"]["late"] == [False, False, False] and all(det["bent"]["fast"])
+    assert det["withheld"].startswith("not every fit has bent (late 0 of 3, fast 3 of 3)")
+    assert verdict(est, "positive", det["withheld"]) == "inconclusive"
+    _, det = curve_shift_balance(lambda e, m, s: short[(m, s)], {**args, "model": "late"}, [0, 1, 2], [0, 1, 2])
+    assert "late 0 of 3" in det["withheld"]
+
+
+def test_verdict_with_a_withheld_direction_is_inconclusive():
+    above = [Estimate(s, 0.3, 0.2, 0.4) for s in range(3)]
+    assert verdict(above, "positive") == "reproduced" and verdict(above, "negative") == "not reproduced"
+    assert verdict(above, "positive", "A not identified") == verdict(above, "negative", "x") == "inconclusive"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rlvr.experiments.page import eval_line, model_lines
+from rlvr.experiments.page import eval_line, model_lines, verdict_table
 from rlvr.experiments.spec import EvalSpec
 
 ZEN2 = {"cpu": "AMD EPYC", "cpu_family": 23, "cpu_model": 49, "flags": {"avx2": True, "avx512f": False},
@@ -46,3 +46,13 @@ def test_protocol_line_says_what_each_evaluation_kind_measured():
     assert smp == "evaluation `e`: 200 held-out problems x n = 16 samples at T = 0.6, top-p 0.95; models base, rl"
     w = eval_line(EvalSpec("w", 1.0, 1.0, 2, 3, ("x",), kind="weights"))
     assert "weight-space" in w and "3 held-out problems x n = 2 samples" in w
+
+
+def test_a_withheld_direction_is_shown_beside_the_verdict():
+    row = {"claim": "c", "quantity": "q", "expect": "positive", "paper": "p", "verdict": "inconclusive",
+           "estimates": [{"label": "shared", "value": 0.2, "lo": 0.1, "hi": 0.3}],
+           "spread": {"seeds": 1, "mean": 0.2, "min": 0.2, "max": 0.2}}
+    plain = verdict_table([row])[-1]
+    assert plain.endswith("| **inconclusive** |")
+    shown = verdict_table([{**row, "withheld": "not every fit has bent (a 0 of 3, b 3 of 3)"}])[-1]
+    assert shown.endswith("| **inconclusive**<br>*direction withheld: not every fit has bent (a 0 of 3, b 3 of 3)* |")

@@ -99,7 +99,10 @@ def _arms(get, args: dict, seeds, against_seeds) -> list[list]:
 
 
 def _bent(args: dict, arms: list[list]) -> dict:
-    return {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
+    """The details every parameter comparison carries: per arm, whether each seed's fit bent, and
+    :func:`withheld`'s reason."""
+    bent = {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
+    return {"bent": bent, "withheld": withheld(bent)}
 
 
 def withheld(bent: dict[str, list[bool]]) -> str:
@@ -119,9 +122,7 @@ def curve_param_diff(get, args: dict, seeds, against_seeds):
         raise UserError(f"curve_param_diff: param must be A, B or C_mid, got {param!r}")
     arms = _arms(get, args, seeds, against_seeds)
     d = param_diff(arms[0], arms[1], param, log=bool(args.get("log", False)))
-    bent = _bent(args, arms)
-    details = {"model": d.a, "against": d.b, "diff": d.diff, "interval": [d.low, d.high], "bent": bent,
-               "withheld": withheld(bent)}
+    details = {"model": d.a, "against": d.b, "diff": d.diff, "interval": [d.low, d.high], **_bent(args, arms)}
     if "tolerance" not in args:
         return [Estimate(None, d.diff, d.low, d.high)], details
     tol = float(args["tolerance"])
@@ -133,9 +134,8 @@ def curve_param_diff(get, args: dict, seeds, against_seeds):
 def curve_shift_balance(get, args: dict, seeds, against_seeds):
     arms = _arms(get, args, seeds, against_seeds)
     b = shift_balance(arms[0], arms[1])
-    bent = _bent(args, arms)
     return [Estimate(None, b.balance, b.low, b.high)], {"d_ln_B": b.d_ln_B, "d_ln_gain": b.d_ln_gain,
-                                                        "bent": bent, "withheld": withheld(bent)}
+                                                        **_bent(args, arms)}
 
 
 def early_ranking(get, args: dict, seeds, against_seeds):

@@ -18,7 +18,7 @@ from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.hf import load_hf_policy
 from rlvr.model.io import load_policy_as, resolve_device
-from rlvr.model.precision import Precision, apply_compute, config_spec, resolve_dtype
+from rlvr.model.precision import Precision, config_spec, resolve_dtype
 from rlvr.rollout.engine import sample_params
 from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
@@ -114,9 +114,8 @@ def build_policy(cfg: RunConfig, progress: str = "auto"):
     is still "auto"), whatever dtype the checkpoint was saved with."""
     if cfg.model.dtype == "auto":
         cfg, _ = resolve_precision(cfg)
-    if cfg.model.kind == "hf" and not cfg.model.init_from:
+    if cfg.model.kind == "hf" and not cfg.model.init_from:  # built with the run's model config
         model, tok = load_hf_policy(cfg.model.path, cfg.model)
-        apply_compute(model, cfg.model)
         return model.to(resolve_device(cfg.train.device)), tok
     start = cfg.model.init_from or base_model(cfg.model, cfg.pretrain, progress)
     return load_policy_as(start, cfg.model, cfg.train.device)

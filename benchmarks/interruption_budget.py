@@ -1,0 +1,83 @@
+"""Where does forced length interruption act? The base model sampled on every held-out problem with
+each interruption budget, against no interruption (budget 0) in the same process and with the same
+sampling seed (docs/reproductions/scalerl: the length-bound variant's arms).
+
+For each budget: the share of samples interrupted, truncated (``length``) and ended, the pass rate,
+the pass rate among the interrupted ones, and a few interrupted completions. On the arithmetic task
+a correct completion writes its reasoning (at most 14 characters on the held-out set) and then the
+marker ``\\nA:``; a budget that falls before the marker is complete cuts it ("...\\nA" + the forced
+"\\nA:").
+
+    python benchmarks/interruption_budget.py [--checkpoint DIR] [--budgets 0,16,17,18] [--max-new-tokens 22]
+        [--samples 8] [--seed 0]
+
+Without ``--checkpoint``: the cached default base (``rlvr pretrain --plain`` writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+
+import torch
+
+from rlvr.config import SamplingConfig, load_config
+from rlvr.errors import UserError
+from rlvr.machine import machine_info, machine_line
+from rlvr.model.io import load_policy
+from rlvr.rewards.verify import verify_all
+from rlvr.rollout.engine import sample, sample_params
+from rlvr.tasks.arithmetic import extract_answer
+from rlvr.tasks.registry import get_task
+from rlvr.train.pretrain import cached_base
+
+
+def measure(model, tok, task, problems, n: int, budget: int, max_new: int, seed: int) -> dict:
+    """Sample n completions per problem at T = 1 with interruption after ``budget`` tokens (0: none)."""
+    rows = [p for p in problems for _ in range(n)]
+    cfg = SamplingConfig(max_new_tokens=max_new, interruption_budget=budget, interruption_text="\nA:",
+                         interruption_extra=6, temperature=1.0)
+    rb = sample(model, tok, [p.prompt for p in rows], sample_params(cfg, tok),
+                generator=torch.Generator().manual_seed(seed))
+    verdicts = verify_all(task, rb.texts, rows)
+    reasons = collections.Counter(rb.finish_reason)
+    hit = [v.correct for v, r in zip(verdicts, rb.finish_reason) if r == "interrupted"]
+    cut = [t for t, r in zip(rb.texts, rb.finish_reason) if r == "interrupted" and "\nA\nA:" in t]
+    return {"budget": budget, "samples": len(rows), "interrupted": reasons["interrupted"] / len(rows),
+            "length": reasons["length"] / len(rows), "pass": sum(v.correct for v in verdicts) / len(rows),
+            "pass_interrupted": sum(hit) / len(hit) if hit else float("nan"),
+            "marker_cut": len(cut) / len(rows),
+            "examples": [t for t, r in zip(rb.texts, rb.finish_reason) if r == "interrupted"][:4]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", default=None, help="model to sample (default: the cached default base)")
+    ap.add_argument("--budgets", default="0,16,17,18")
+    ap.add_argument("--max-new-tokens", type=int, default=22)
+    ap.add_argument("--samples", type=int, default=8, help="samples per held-out problem")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    cfg = load_config("quickstart")
+    path = a.checkpoint or cached_base(cfg.model, cfg.pretrain)
+    if path is None:
+        raise UserError("no cached default base: run `rlvr pretrain --plain` first, or pass --checkpoint")
+    model, tok = load_policy(path)
+    task = get_task("arithmetic")
+    problems = task.problems("heldout")
+    print(f"model {path}; {len(problems)} held-out problems x {a.samples} samples, T = 1, "
+          f"{a.max_new_tokens} new tokens; {machine_line(machine_info())}")
+    print("| budget | interrupted | of them cut inside the marker | truncated | pass | pass among interrupted |")
+    print("|---|---|---|---|---|---|")
+    base = None
+    for b in (int(x) for x in a.budgets.split(",")):
+        r = measure(model, tok, task, problems, a.samples, b, a.max_new_tokens, a.seed)
+        base = r["pass"] if base is None else base
+        print(f"| {b or 'none'} | {r['interrupted']:.1%} | {r['marker_cut']:.1%} | {r['length']:.1%} | "
+              f"{r['pass']:.3f} ({r['pass'] - base:+.3f}) | {r['pass_interrupted']:.3f} |")
+        for t in r["examples"]:
+            print(f"    {t!r} -> answer {extract_answer(t)!r}")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,16 +23,26 @@ CURVE_MEASURES = ("curve_prediction", "curve_param_diff", "curve_shift_balance",
 PER_PLOT = 4  # models drawn with the reference in one plot
 
 
-def _f(x, spec: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+FRACTION_CAP = 10.0
+"""A midpoint beyond 10x the run's compute is written ">1000%": such a fit (of a flat or falling
+curve) puts C_mid anywhere, and its digits would swamp the column's mean."""
 
 
-def _span(vals: list[float], spec: str) -> str:
-    """Mean over seeds, with the seeds' range when there are several."""
+def _f(x, spec: str, cap: float | None = None) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f">{format(cap, spec)}" if cap is not None and x > cap else format(x, spec)
+
+
+def _span(vals: list[float], spec: str, cap: float | None = None) -> str:
+    """Mean over seeds, with the seeds' range when there are several; values above ``cap`` (and a mean
+    above it) are written as ">cap"."""
     if not vals:
         return "-"
     m = float(np.mean(vals))
-    return _f(m, spec) if len(vals) == 1 else f"{_f(m, spec)} ({_f(min(vals), spec)}..{_f(max(vals), spec)})"
+    if len(vals) == 1:
+        return _f(m, spec, cap)
+    return f"{_f(m, spec, cap)} ({_f(min(vals), spec, cap)}..{_f(max(vals), spec, cap)})"
 
 
 def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
@@ -67,7 +77,8 @@ def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]
                 for (_, C, *_), f in zip(rs, fits)]
         lines.append(f"| {m} | {len(rs)} | {_span(finals, '.3f')} | {_span([f.A for f in fits], '.3f')} | "
                      f"{_span([f.B for f in fits], '.2f')} | {_span([f.C_mid for f in fits], '.3g')} | "
-                     f"{_span(frac, '.0%')} | {_span(come, '.1f')} | {sum(f.bent for f in fits)} of {len(fits)} |")
+                     f"{_span(frac, '.0%', FRACTION_CAP)} | {_span(come, '.1f')} | "
+                     f"{sum(f.bent for f in fits)} of {len(fits)} |")
     default = next((m for m in exp.models if exp.models[m].kind == "rl" and m in runs), None)
     refs = {}  # model -> the model it is compared with (the default while its own has no run yet)
     for m in runs:

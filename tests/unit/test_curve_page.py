@@ -8,7 +8,7 @@ import numpy as np
 
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.experiments import curve_measures
-from rlvr.experiments.curve_page import curve_lines, reference
+from rlvr.experiments.curve_page import FRACTION_CAP, _span, curve_lines, reference
 
 
 def series(A, B, C_mid, seed, R0=0.2, steps=300, every=10, per_step=128):
@@ -73,3 +73,11 @@ def test_a_model_whose_reference_has_not_run_is_compared_with_the_default(tmp_pa
 
     lines = curve_lines(experiment(), lambda m: [0], load, tmp_path)
     assert any(ln.startswith("| short_no | ref |") for ln in lines)
+
+
+def test_a_midpoint_far_beyond_the_run_is_capped_in_the_table_not_averaged_into_digits():
+    assert _span([0.35, 0.97], ".0%", FRACTION_CAP) == "66% (35%..97%)"
+    # a falling curve's fit puts C_mid at 6.8e8 runs: its mean and maximum are written as the cap
+    assert _span([0.35, 0.97, 6.8e8], ".0%", FRACTION_CAP) == ">1000% (35%..>1000%)"
+    assert _span([20.0], ".0%", FRACTION_CAP) == ">1000%" and _span([float("nan")], ".0%", FRACTION_CAP) == "-"
+    assert _span([0.5, 30.0], ".3f") == "15.250 (0.500..30.000)"  # no cap: as before

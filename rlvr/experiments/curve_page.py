@@ -65,8 +65,9 @@ def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]
         return ["No run has its curve yet.", ""]
     lines = ["Per run: the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) fitted to the held-out pass rate "
              "against training samples, R0 fixed to the first point (docs/methods/scaling_curves.md). Mean over "
-             "seeds (range). *C_mid / run*: the midpoint as a fraction of the run's compute; *to come*: the fitted "
-             "gain still ahead at the end, A - R(C_end), in points; *final*: mean of the last 3 evaluations.", "",
+             "seeds (range). *C_mid / run*: the midpoint as a fraction of the run's compute (beyond 10 runs: "
+             ">1000%); *to come*: the fitted gain still ahead at the end, A - R(C_end), in points; *final*: mean "
+             "of the last 3 evaluations.", "",
              "| model | seeds | final | A | B | C_mid (samples) | C_mid / run | to come (pts) | bent |",
              "|---|---|---|---|---|---|---|---|---|"]
     for m, rs in runs.items():

@@ -2,7 +2,8 @@
 each interruption budget, against no interruption (budget 0) in the same process and with the same
 sampling seed (docs/reproductions/scalerl: the length-bound variant's arms).
 
-For each budget: the share of samples interrupted, truncated (``length``) and ended, the pass rate,
+For each budget: the share of samples interrupted (and cut inside the marker) and truncated
+(``length``), the pass rate,
 the pass rate among the interrupted ones, and a few interrupted completions. On the arithmetic task
 a correct completion writes its reasoning (at most 14 characters on the held-out set) and then the
 marker ``\\nA:``; a budget that falls before the marker is complete cuts it ("...\\nA" + the forced
@@ -41,13 +42,12 @@ def measure(model, tok, task, problems, n: int, budget: int, max_new: int, seed:
                 generator=torch.Generator().manual_seed(seed))
     verdicts = verify_all(task, rb.texts, rows)
     reasons = collections.Counter(rb.finish_reason)
-    hit = [v.correct for v, r in zip(verdicts, rb.finish_reason) if r == "interrupted"]
-    cut = [t for t, r in zip(rb.texts, rb.finish_reason) if r == "interrupted" and "\nA\nA:" in t]
-    return {"budget": budget, "samples": len(rows), "interrupted": reasons["interrupted"] / len(rows),
-            "length": reasons["length"] / len(rows), "pass": sum(v.correct for v in verdicts) / len(rows),
-            "pass_interrupted": sum(hit) / len(hit) if hit else float("nan"),
-            "marker_cut": len(cut) / len(rows),
-            "examples": [t for t, r in zip(rb.texts, rb.finish_reason) if r == "interrupted"][:4]}
+    cut = [(t, v.correct) for t, v, r in zip(rb.texts, verdicts, rb.finish_reason) if r == "interrupted"]
+    return {"interrupted": reasons["interrupted"] / len(rows), "length": reasons["length"] / len(rows),
+            "pass": sum(v.correct for v in verdicts) / len(rows),
+            "pass_interrupted": sum(c for _, c in cut) / len(cut) if cut else float("nan"),
+            "marker_cut": sum("\nA\nA:" in t for t, _ in cut) / len(rows),
+            "examples": [t for t, _ in cut[:4]]}
 
 
 def main() -> None:

@@ -3,8 +3,8 @@ each interruption budget, against no interruption (budget 0) in the same process
 sampling seed (docs/reproductions/scalerl: the length-bound variant's arms).
 
 For each budget: the share of samples interrupted (and cut inside the marker) and truncated
-(``length``), the pass rate,
-the pass rate among the interrupted ones, and a few interrupted completions. On the arithmetic task
+(``length``), the pass rate, the pass rate among the interrupted ones, and a few interrupted
+completions. On the arithmetic task
 a correct completion writes its reasoning (at most 14 characters on the held-out set) and then the
 marker ``\\nA:``; a budget that falls before the marker is complete cuts it ("...\\nA" + the forced
 "\\nA:").

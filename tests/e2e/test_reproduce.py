@@ -38,7 +38,7 @@ def test_resume_published_needs_published_records(capsys, tmp_path, monkeypatch)
 @pytest.mark.parametrize("name", names())
 def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     out = tmp_path / name
-    jobs = ["--jobs", "2"] if name == "scalerl" else []  # its 16 models: trained two at a time
+    jobs = ["--jobs", "2"] if name == "scalerl" else []  # its 20 RL arms: trained two at a time
     assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet", *jobs]) == 0
     built = json.loads((out / "table.json").read_text())["models"]
     bases = {m for m, spec in load(name).models.items() if spec.kind == "base"}  # cached pretrained, no folder

@@ -2,9 +2,9 @@
 each interruption budget, against no interruption (budget 0) in the same process and with the same
 sampling seed (docs/reproductions/scalerl: the length-bound variant's arms).
 
-For each budget: the share of samples interrupted (and cut inside the marker) and truncated
-(``length``), the pass rate, the pass rate among the interrupted ones, and a few interrupted
-completions. On the arithmetic task
+For each budget (no interruption always first): the share of all samples interrupted, cut inside
+the marker and truncated (``length``), the pass rate and its difference from no interruption, the
+pass rate among the interrupted ones, and a few interrupted completions. On the arithmetic task
 a correct completion writes its reasoning (at most 14 characters on the held-out set) and then the
 marker ``\\nA:``; a budget that falls before the marker is complete cuts it ("...\\nA" + the forced
 "\\nA:").
@@ -21,7 +21,6 @@ import argparse
 import collections
 
 from rlvr.config import SamplingConfig, load_config
-from rlvr.errors import UserError
 from rlvr.eval.generate import samples_for
 from rlvr.machine import machine_info, machine_line
 from rlvr.model.io import load_policy
@@ -53,21 +52,28 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8, help="samples per held-out problem")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    try:
+        asked = [int(x) for x in a.budgets.split(",")]
+    except ValueError:
+        ap.error(f"--budgets takes comma-separated token counts, e.g. 0,16,18; got {a.budgets!r}")
+    if any(b < 0 for b in asked):
+        ap.error(f"--budgets: a budget is a number of tokens >= 0 (0: no interruption); got {a.budgets!r}")
+    budgets = [0] + [b for b in asked if b != 0]  # no interruption first: every pass rate is compared with it
     cfg = load_config("quickstart")
     path = a.checkpoint or cached_base(cfg.model, cfg.pretrain)
     if path is None:
-        raise UserError("no cached default base: run `rlvr pretrain --plain` first, or pass --checkpoint")
+        raise SystemExit("error: no cached default base: run `rlvr pretrain --plain` first, or pass --checkpoint")
     model, tok = load_policy(path)
     task = get_task("arithmetic")
     problems = task.problems("heldout")
     print(f"model {path}; {len(problems)} held-out problems x {a.samples} samples, T = 1, "
           f"{a.max_new_tokens} new tokens; {machine_line(machine_info())}")
-    print("| budget | interrupted | of them cut inside the marker | truncated | pass | pass among interrupted |")
+    print("| budget | interrupted | cut inside the marker | truncated | pass (vs none) | pass among interrupted |")
     print("|---|---|---|---|---|---|")
     base = None
-    for b in (int(x) for x in a.budgets.split(",")):
+    for b in budgets:
         r = measure(model, tok, task, problems, a.samples, b, a.max_new_tokens, a.seed)
-        base = r["pass"] if base is None else base
+        base = r["pass"] if b == 0 else base
         print(f"| {b or 'none'} | {r['interrupted']:.1%} | {r['marker_cut']:.1%} | {r['length']:.1%} | "
               f"{r['pass']:.3f} ({r['pass'] - base:+.3f}) | {r['pass_interrupted']:.3f} |")
         for t in r["examples"]:

@@ -61,6 +61,7 @@ def _rank_main(rank: int, world: int, store: str, out: str) -> None:
         stats = policy_update(st, batch, adv_B, batch.rollouts.loss_mask, DataParallelSharding())
         torch.save({"params": [p.detach().clone() for p in st.model.parameters()], "stats": stats,
                     "version": st.version}, f"{out}/rank{rank}.pt")
+        dist.barrier()  # as `rlvr distributed` does: no rank tears gloo down while the other is still in it
     finally:
         dist.destroy_process_group()
 

@@ -1,4 +1,4 @@
-"""benchmarks/epoch_means.py: per-epoch means of a test-time run's metrics."""
+"""benchmarks/studies/epoch_means.py: per-epoch means of a test-time run's metrics."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from rlvr.config import dump_yaml, load_config
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "epoch_means.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "epoch_means.py"
 spec = importlib.util.spec_from_file_location("epoch_means", SCRIPT)
 epoch_means_mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(epoch_means_mod)

@@ -1,4 +1,4 @@
-"""benchmarks/first_half_fit.py: the line-by-line seed average behind --mean."""
+"""benchmarks/studies/first_half_fit.py: the line-by-line seed average behind --mean."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "first_half_fit.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "first_half_fit.py"
 spec = importlib.util.spec_from_file_location("first_half_fit", SCRIPT)
 first_half_fit = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(first_half_fit)

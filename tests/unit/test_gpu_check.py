@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py on the CPU: argument parsing, the table, the clean skip without CUDA, and
+"""benchmarks/checks/gpu_check.py on the CPU: argument parsing, the table, the clean skip without CUDA, and
 the step / log-prob checks themselves run on the CPU device (the script runs them on CUDA)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "checks" / "gpu_check.py"
 
 
 @pytest.fixture(scope="module")

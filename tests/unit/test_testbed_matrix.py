@@ -1,4 +1,4 @@
-"""benchmarks/testbed_matrix.py: the checks and the table from cell results, and its quick form."""
+"""benchmarks/studies/testbed_matrix.py: the checks and the table from cell results, and its quick form."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "testbed_matrix.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "testbed_matrix.py"
 spec = importlib.util.spec_from_file_location("testbed_matrix", SCRIPT)
 tm = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tm)
@@ -37,7 +37,7 @@ def test_checks_fail_on_each_criterion():
 
 def test_markdown_has_every_cell_and_the_spread():
     text = tm.markdown([_cell(0, 0, 0.25), _cell(0, 1, 0.21), _cell(1, 0, 0.30)], {0: {"wall_s": 200.0}},
-                       0.20, "cpu X", "python benchmarks/testbed_matrix.py")
+                       0.20, "cpu X", "python benchmarks/studies/testbed_matrix.py")
     assert text.count("| float32 |") == 3 and "+0.210 / +0.250 / +0.300 over 3 cells" in text
     assert "PASS: gain >= +0.20 in every cell" in text and "machine: cpu X" in text
 

@@ -14,7 +14,7 @@ Checks, each computed from the cells (docs/methods/testbed.md):
   curve     the held-out curve does not fall over the last third of training (rlvr.analysis.trend)
   retention the base's retention accuracy in [0.2, 0.8] (greedy, non-degenerate)
 
-    python benchmarks/testbed_matrix.py [--pretrain-seeds 0,1,2] [--rl-seeds 0,1] [--dtypes machine]
+    python benchmarks/studies/testbed_matrix.py [--pretrain-seeds 0,1,2] [--rl-seeds 0,1] [--dtypes machine]
         [--workers 2] [--out runs/testbed_matrix] [k=v ...]
 
 --dtypes: comma list of float32 / bfloat16, or "machine" (default): float32, plus bfloat16 where
@@ -34,7 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 BASE_RANGE = (0.10, 0.35)
 RETENTION_RANGE = (0.2, 0.8)
 QUICK = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=64", "pretrain.tokens=20000",
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.machine import machine_line
 
     m = cells[0].get("machine") or {}
-    command = "python benchmarks/testbed_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python benchmarks/studies/testbed_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(cells, bases, a.min_gain, machine_line({**m, "precision": ",".join(dtypes)}), command.strip())
     (out / "matrix.md").write_text(text)
     plot_curves(cells, out / "curves.png")

@@ -14,10 +14,10 @@ Rows (each check is isolated: an exception is a FAIL row with its first line, la
 
 Installs nothing; vLLM rows are SKIP when vLLM is not importable. Without CUDA it prints one
 ``cuda SKIP no CUDA`` row and exits 0. Exit status: 1 if any row FAILed, else 0. The last line is
-JSON (all rows). ``benchmarks/gpu_vllm_check.py`` remains the longer vLLM-only speed run; its
+JSON (all rows). ``benchmarks/checks/gpu_vllm_check.py`` remains the longer vLLM-only speed run; its
 timing helpers are reused here.
 
-    python benchmarks/gpu_check.py [--model DIR] [--budget-s 480] [--no-vllm] [--only step,logp]
+    python benchmarks/checks/gpu_check.py [--model DIR] [--budget-s 480] [--no-vllm] [--only step,logp]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ under the policy of that epoch, from 8x more completions than one held-out evalu
 task.heldout_size / algo.prompts_per_step steps, read from the run's config.yaml
 (`--steps-per-epoch` overrides it, e.g. for a run that is not test-time).
 
-    python benchmarks/epoch_means.py RUN_DIR [--keys gt_accuracy,label_accuracy,reward] [--json]
+    python benchmarks/studies/epoch_means.py RUN_DIR [--keys gt_accuracy,label_accuracy,reward] [--json]
 """
 
 from __future__ import annotations

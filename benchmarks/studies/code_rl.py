@@ -13,7 +13,7 @@ table gives base and trained pass@1 and pass@N with 95% bootstrap intervals over
 trained-minus-base pass@1 difference with its interval, the training wall clock, the steps per
 minute and the verifier's scored rollouts per second (metrics.jsonl ``scored_per_s``).
 
-    python benchmarks/code_rl.py --out runs/code_rl --pretrain-seeds 0,1 --rl-seeds 0
+    python benchmarks/studies/code_rl.py --out runs/code_rl --pretrain-seeds 0,1 --rl-seeds 0
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def main() -> None:
         argv = sys.argv[1:]
         keep = [a for i, a in enumerate(argv) if not a.startswith(("--page", "--explore"))
                 and (i == 0 or argv[i - 1] not in ("--page", "--explore"))]
-        cmd = "python benchmarks/code_rl.py " + " ".join(keep)
+        cmd = "python benchmarks/studies/code_rl.py " + " ".join(keep)
         explore = [Path(x) for x in args.explore.split(",") if x]
         Path(args.page).write_text(page(cells, out, cmd, explore))
     worst = min(c["delta_pass1"][0] for c in cells)

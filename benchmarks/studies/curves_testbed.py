@@ -6,7 +6,7 @@ fitted curve's gain still to come after the last point, target < 2 points), whet
 (with the bootstrap interval on C_mid), the wall time, and the evaluation noise of one held-out
 point (an upper bound: sqrt(0.25 / (problems x samples)) for a fixed problem set).
 
-    python benchmarks/curves_testbed.py RUN_DIR [RUN_DIR ...] [--x samples] [--plot curves.png]
+    python benchmarks/studies/curves_testbed.py RUN_DIR [RUN_DIR ...] [--x samples] [--plot curves.png]
 
 Last line machine-readable.
 """

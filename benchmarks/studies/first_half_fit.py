@@ -7,7 +7,7 @@ L-step run, so one long run gives one check per length. Prints a markdown table 
 docs/curves_results.md) and writes the truncated metrics, the fit JSON files and, for the longest
 length, the plots under --out.
 
-    python benchmarks/first_half_fit.py RUN_DIR_OR_METRICS [...] --lengths 480,960,1440 [--min-frac 0.05]
+    python benchmarks/studies/first_half_fit.py RUN_DIR_OR_METRICS [...] --lengths 480,960,1440 [--min-frac 0.05]
         [--mean NAME]
 
 --mean NAME also checks the seed average: the runs' metrics averaged line by line (same steps;

@@ -1,9 +1,9 @@
-"""rlvr's side of ``benchmarks/vs_trl.py``: ``rlvr train``'s Python entry (``rlvr.train.loop.train``,
+"""rlvr's side of ``benchmarks/speed/vs_trl.py``: ``rlvr train``'s Python entry (``rlvr.train.loop.train``,
 the code path of the CLI) on the HF model directory and the prompts of ``settings.json``, with the
 shared TRL-signature reward of ``_bench_common.py``. Writes ``result.json`` (per-step times, tokens,
 rewards, peak RSS). Runs in rlvr's environment:
 
-    python benchmarks/_rlvr_side.py SETTINGS.json OUT.json
+    python benchmarks/speed/_rlvr_side.py SETTINGS.json OUT.json
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Check: vLLM's sampled completions are re-scored by HFPolicy (bf16, FP32 LM head)
 max |logp_vllm - logp_trainer| and the mean ratio exp(logp_trainer - logp_vllm) - 1. Ends with one
 machine-readable JSON line.
 
-    python benchmarks/gpu_vllm_check.py [--model DIR] [--prompts 256] [--max-new-tokens 256]
+    python benchmarks/checks/gpu_vllm_check.py [--model DIR] [--prompts 256] [--max-new-tokens 256]
 """
 
 from __future__ import annotations

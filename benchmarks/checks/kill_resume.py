@@ -12,7 +12,7 @@ The trainer processes run ``rlvr.cli.main(["train", ...])`` with the checkpoint 
 ``--slow-ckpt`` seconds per file (only so that a kill can land inside the short write window on
 a tiny model; nothing else is changed). Prints a table and a final machine-readable JSON line.
 
-    python benchmarks/kill_resume.py [--kills 10] [--steps 12] [--seed 0] [--out /tmp/kill_resume]
+    python benchmarks/checks/kill_resume.py [--kills 10] [--steps 12] [--seed 0] [--out /tmp/kill_resume]
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def launch(args: list[str], log: Path, slow: float) -> subprocess.Popen:
     env = dict(os.environ, RLVR_SLOW_CKPT_S=str(slow), PYTHONUNBUFFERED="1")
     with open(log, "a") as fh:
         return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", *args], env=env,
-                                stdout=fh, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1])
+                                stdout=fh, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
 
 
 def tmp_dirs(run: Path) -> list[Path]:

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
+from rlvr.analysis.metric_series import without_wall_clock
 from rlvr.tasks.arithmetic import ArithmeticTask
 
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "pretrain.tokens=20000",
         "pretrain.batch_size=16", "pretrain.seq_len=64", "algo.prompts_per_step=4", "algo.group_size=4",
         "sampling.max_new_tokens=24", "sampling.interruption_budget=16", "train.eval_problems=8",
         "algo.overlong_cache=12", "log.progress=none", "train.eval_every=2"]
-VOLATILE = {"wall_s", "gen_s", "train_s"}
 DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 BEGIN, END = "<!-- faults:begin -->", "<!-- faults:end -->"
 
@@ -201,7 +201,7 @@ def corrupt_checkpoint(out: Path) -> dict:
     run, err, ws = quiet_train(resume=out / "corrupt", extra_steps=5)
     from rlvr.log import read_metrics
 
-    strip = [[{k: v for k, v in r.items() if k not in VOLATILE} for r in read_metrics(d)] for d in (ref, run)]
+    strip = [without_wall_clock(read_metrics(d)) for d in (ref, run)]
     used = next((m for m in ws if "corrupt or partial" in m), "")
     return row("corrupt checkpoint", "newest checkpoint's model.safetensors overwritten; a .tmp_step_ dir left",
                f"`{used[:95]}...`; .tmp_step_000005 removed; steps 4-5 rerun",

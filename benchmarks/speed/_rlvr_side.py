@@ -87,6 +87,7 @@ def main() -> None:
 
     torch.set_num_threads(s["threads"])
     from rlvr.config import load_config
+    from rlvr.log import read_metrics
     from rlvr.tasks.registry import register_task
     from rlvr.train.loop import train
 
@@ -99,7 +100,7 @@ def main() -> None:
     t0 = time.perf_counter()
     run = train(cfg)
     total = time.perf_counter() - t0
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    lines = read_metrics(run)
     n, B = len(lines), s["prompts_per_step"] * s["group_size"]
     tokens = [m["tokens"] for m in lines]
     # st.tokens grows by (prompt + completion tokens) twice a step: once generated, once trained on

@@ -53,6 +53,7 @@ def rl_step_phases(steps: int, out: Path) -> dict:
     import rlvr.train.loop as loop
     import rlvr.train.step as step
     from rlvr.config import load_config
+    from rlvr.log import read_metrics
     from rlvr.train.loop import train
 
     clock: dict[str, list[float]] = collections.defaultdict(list)
@@ -82,7 +83,7 @@ def rl_step_phases(steps: int, out: Path) -> dict:
                              "train.eval_problems=1", f"train.checkpoint_every={steps + 1}", "log.progress=none",
                              "task.retention_tasks=[]"])
     run = train(cfg)
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    lines = read_metrics(run)
     return {"clock": {k: v[1:] for k, v in clock.items()}, "metrics": lines[1:], "cfg": cfg}
 
 

@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from rlvr.log import read_metrics
+
 HERE = Path(__file__).resolve().parent
 RLVR = [sys.executable, "-m", "rlvr.cli"]
 
@@ -91,7 +93,7 @@ def cell(out: Path, s: int, r: int, args) -> dict:
     secs = json.loads(done.read_text())["train_wall_s"]
     ckpt = _last_checkpoint(run)
     rl_rows = _eval(ckpt, out / f"rl-s{s}-r{r}-eval", args.n, args.problems, out / f"eval-rl-s{s}-r{r}.log")
-    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    metrics = read_metrics(run)
     steps = [m for m in metrics if "scored_per_s" in m]
     ids = sorted(set(base_rows) & set(rl_rows))
     b1, t1 = bootstrap(lambda i: _pass1(base_rows, i), ids), bootstrap(lambda i: _pass1(rl_rows, i), ids)
@@ -128,9 +130,7 @@ def explorations(dirs: list[Path]) -> str:
     rows = []
     for d in dirs:
         cfg = yaml.safe_load((d / "config.yaml").read_text())
-        evals = [(m["step"], m["heldout_pass_rate"]) for m in
-                 (json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip())
-                 if "heldout_pass_rate" in m]
+        evals = [(m["step"], m["heldout_pass_rate"]) for m in read_metrics(d) if "heldout_pass_rate" in m]
         curve = ", ".join(f"{v:.3f} (step {st})" for st, v in evals)
         rows.append(f"| {cfg['optim']['lr']:g} | {cfg['train']['seed']} | {cfg['train']['steps']} | {curve} |")
     return ("| lr | RL seed | steps planned | held-out pass rate (200 problems x 2 samples) |\n|---|---|---|---|\n"

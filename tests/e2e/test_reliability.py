@@ -71,7 +71,7 @@ def test_sigkill_during_checkpoint_write_resumes_exactly(tiny_overrides, tmp_pat
     full = train(_cfg(tiny_overrides, *extra), run_dir=tmp_path / "full", progress="none")  # also builds base
     run = tmp_path / "killed"
     env = dict(os.environ, RLVR_SLOW_CKPT_S="0.4")  # each checkpoint file hashed 0.4 s slower
-    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "kill_resume.py"), "--child",
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "checks" / "kill_resume.py"), "--child",
                              *_overrides(tiny_overrides, *extra), "--run-dir", str(run)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tmp = run / "checkpoints" / ".tmp_step_000004"

@@ -10,7 +10,7 @@ input tensor) or says on its line, with a ``# cpu:`` comment, why the CPU is int
 verifier's rewards, CPU-generator permutations and row indices; the step moves what the loss needs
 onto the policy's device). ``*_like`` constructors follow their input and need nothing. A new
 constructor without either fails here; hard-coded device strings fail too. Behaviour on a real GPU
-is measured by ``benchmarks/gpu_check.py``.
+is measured by ``benchmarks/checks/gpu_check.py``.
 """
 
 from __future__ import annotations

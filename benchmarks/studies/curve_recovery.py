@@ -8,7 +8,7 @@ prints true vs recovered A, B, C_mid, then the extrapolation check: fit on the f
 of the compute (C <= C_end/2), predict R(C_end) with a bootstrap prediction interval.
 The last line is JSON.
 
-    python benchmarks/curve_recovery.py [--seeds 5] [--n-boot 200] [--r0 fixed|free]
+    python benchmarks/studies/curve_recovery.py [--seeds 5] [--n-boot 200] [--r0 fixed|free]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""rlvr's side of ``benchmarks/vs_trl.py``: ``rlvr train``'s Python entry (``rlvr.train.loop.train``,
+"""rlvr's side of ``benchmarks/speed/vs_trl.py``: ``rlvr train``'s Python entry (``rlvr.train.loop.train``,
 the code path of the CLI) on the HF model directory and the prompts of ``settings.json``, with the
 shared TRL-signature reward of ``_bench_common.py``. Writes ``result.json`` (per-step times, tokens,
 rewards, peak RSS). Runs in rlvr's environment:
 
-    python benchmarks/_rlvr_side.py SETTINGS.json OUT.json
+    python benchmarks/speed/_rlvr_side.py SETTINGS.json OUT.json
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def main() -> None:
 
     torch.set_num_threads(s["threads"])
     from rlvr.config import load_config
+    from rlvr.log import read_metrics
     from rlvr.tasks.registry import register_task
     from rlvr.train.loop import train
 
@@ -99,7 +100,7 @@ def main() -> None:
     t0 = time.perf_counter()
     run = train(cfg)
     total = time.perf_counter() - t0
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    lines = read_metrics(run)
     n, B = len(lines), s["prompts_per_step"] * s["group_size"]
     tokens = [m["tokens"] for m in lines]
     # st.tokens grows by (prompt + completion tokens) twice a step: once generated, once trained on

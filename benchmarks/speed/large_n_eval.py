@@ -16,7 +16,7 @@ of ``--repeats``:
 Targets (issue "Speed where the lab spends its time"): rlvr >= 70% of the floor's tokens/s and
 >= 3x HF generate. The last line is machine-readable.
 
-    python benchmarks/large_n_eval.py [--n 1024] [--problems 1] [--repeats 2] [--threads N]
+    python benchmarks/speed/large_n_eval.py [--n 1024] [--problems 1] [--repeats 2] [--threads N]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
 from _timing import median_time  # noqa: E402
 from sampler_vs_hf import attention_floor_s, matmul_floor_s, tiny_and_llama  # noqa: E402
 

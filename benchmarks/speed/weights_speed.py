@@ -11,8 +11,8 @@ moved by 2%, which always changes their bf16 value), then
 
 Prints one line per step and, last, one JSON line with the numbers (speedup = baseline_s / analysis_s).
 
-    python benchmarks/weights_speed.py                 # the 125M pair
-    python benchmarks/weights_speed.py --layers 2 --hidden 256 --intermediate 512 --vocab 4000  # quick
+    python benchmarks/speed/weights_speed.py                 # the 125M pair
+    python benchmarks/speed/weights_speed.py --layers 2 --hidden 256 --intermediate 512 --vocab 4000  # quick
 """
 
 from __future__ import annotations

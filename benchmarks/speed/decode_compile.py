@@ -6,7 +6,7 @@ for the weights, no Python branches. 64 rows, 32 cached prompt positions, 64 dec
 issue's sampler setting. Each variant's first call (compilation) is timed apart from the steady
 state, which is the best of ``--repeats`` full generations.
 
-    python benchmarks/decode_compile.py [--threads N] [--repeats 3]
+    python benchmarks/speed/decode_compile.py [--threads N] [--repeats 3]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ measurements' range, and in how many of them the measurement makes the choice th
 speed would make (bfloat16 only at :data:`rlvr.model.precision.MARGIN` or more). Run it on a quiet
 machine: other work on the cores distorts both.
 
-    python benchmarks/auto_dtype_check.py [--measures 6] [--steps 20] [--threads 1]
+    python benchmarks/checks/auto_dtype_check.py [--measures 6] [--steps 20] [--threads 1]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
 from _timing import adding_time  # noqa: E402
 
 

@@ -7,11 +7,12 @@ L-step run, so one long run gives one check per length. Prints a markdown table 
 docs/curves_results.md) and writes the truncated metrics, the fit JSON files and, for the longest
 length, the plots under --out.
 
-    python benchmarks/first_half_fit.py RUN_DIR_OR_METRICS [...] --lengths 480,960,1440 [--min-frac 0.05]
+    python benchmarks/studies/first_half_fit.py RUN_DIR_OR_METRICS [...] --lengths 480,960,1440 [--min-frac 0.05]
         [--mean NAME]
 
 --mean NAME also checks the seed average: the runs' metrics averaged line by line (same steps;
-cumulative FLOPs and held-out pass rate averaged), checked as one more run called NAME.
+cumulative FLOPs and held-out pass rate averaged: :func:`rlvr.analysis.metric_series.mean_over_runs`),
+checked as one more run called NAME.
 """
 
 from __future__ import annotations
@@ -22,29 +23,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rlvr.analysis.metric_series import mean_over_runs
+from rlvr.errors import UserError
+from rlvr.log import read_metrics
+from rlvr.metric_names import flat
+from rlvr.paths import read_jsonl
+
 
 def _name(run: Path) -> str:
     return run.name if run.is_dir() else run.name.split(".")[0]
 
 
 def read_rows(run: Path) -> list[dict]:
-    """The metrics lines of a run directory or metrics file."""
-    path = run / "metrics.jsonl" if run.is_dir() else run
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def mean_rows(runs: list[list[dict]]) -> list[dict]:
-    """Line-by-line average of several runs' metrics (e.g. seeds): ``step`` must agree line by line;
-    ``flops`` is averaged, ``heldout_pass_rate`` too where every run has it (else left out)."""
-    if len({tuple(r["step"] for r in rows) for rows in runs}) != 1:
-        raise SystemExit("error: --mean needs runs with the same metrics steps, line by line")
-    out = []
-    for lines in zip(*runs):
-        row = {"step": lines[0]["step"], "flops": sum(r["flops"] for r in lines) / len(lines)}
-        if all("heldout_pass_rate" in r for r in lines):
-            row["heldout_pass_rate"] = sum(r["heldout_pass_rate"] for r in lines) / len(lines)
-        out.append(row)
-    return out
+    """The metrics lines of a run directory or of a metrics file (this script's truncated ones)."""
+    return read_metrics(run) if run.is_dir() else [flat(row) for row in read_jsonl(run)]
 
 
 def check(name: str, all_rows: list[dict], length: int, out: Path, min_frac: float, plot: bool) -> dict | None:
@@ -85,7 +77,10 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     runs = {_name(run): read_rows(run) for run in args.runs}
     if args.mean:
-        runs[args.mean] = mean_rows(list(runs.values()))
+        try:
+            runs[args.mean] = mean_over_runs(list(runs.values()))
+        except UserError as e:
+            sys.exit(f"error: --mean: {e}")
     results = []
     for name, rows in runs.items():
         for length in lengths:

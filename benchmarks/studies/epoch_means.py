@@ -4,9 +4,10 @@ In test-time mode every training batch is a sample of the test set, so the mean 
 over one epoch (every problem seen once, group_size samples each) is the accuracy on the test set
 under the policy of that epoch, from 8x more completions than one held-out evaluation. An epoch is
 task.heldout_size / algo.prompts_per_step steps, read from the run's config.yaml
-(`--steps-per-epoch` overrides it, e.g. for a run that is not test-time).
+(`--steps-per-epoch` overrides it, e.g. for a run that is not test-time). The means are
+:func:`rlvr.analysis.metric_series.epoch_means`.
 
-    python benchmarks/epoch_means.py RUN_DIR [--keys gt_accuracy,label_accuracy,reward] [--json]
+    python benchmarks/studies/epoch_means.py RUN_DIR [--keys gt_accuracy,label_accuracy,reward] [--json]
 """
 
 from __future__ import annotations
@@ -17,31 +18,18 @@ import math
 import sys
 from pathlib import Path
 
+from rlvr.analysis.metric_series import epoch_means
+from rlvr.config import load_config
+from rlvr.log import read_metrics
+
 
 def steps_per_epoch(run: Path) -> int:
     """task.heldout_size / algo.prompts_per_step of a test-time run (config.yaml)."""
-    from rlvr.config import load_config
-
     cfg = load_config(str(run / "config.yaml"))
     if not cfg.task.test_time:
         raise SystemExit(f"error: {run} is not a test-time run (task.test_time is false); "
                          "pass --steps-per-epoch N")
     return max(1, math.ceil(cfg.task.heldout_size / cfg.algo.prompts_per_step))
-
-
-def epoch_means(lines: list[dict], per_epoch: int, keys: list[str]) -> list[dict]:
-    """Mean of each key over consecutive blocks of ``per_epoch`` training steps (eval-only lines and
-    missing values skipped); the last block may be partial, its ``steps`` says so."""
-    rows = [r for r in lines if "step" in r]
-    out = []
-    for start in range(0, len(rows), per_epoch):
-        block = rows[start : start + per_epoch]
-        means = {}
-        for k in keys:
-            vals = [r[k] for r in block if isinstance(r.get(k), int | float)]
-            means[k] = sum(vals) / len(vals) if vals else None
-        out.append({"epoch": start // per_epoch + 1, "steps": f"{block[0]['step']}-{block[-1]['step']}", **means})
-    return out
 
 
 def main() -> None:
@@ -54,7 +42,7 @@ def main() -> None:
     metrics = args.run / "metrics.jsonl"
     if not metrics.is_file():
         sys.exit(f"error: {metrics} does not exist; pass a run directory written by `rlvr train`")
-    lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
+    lines = read_metrics(args.run)
     per_epoch = args.steps_per_epoch or steps_per_epoch(args.run)
     keys = [k for k in args.keys.split(",") if k]
     rows = epoch_means(lines, per_epoch, keys)

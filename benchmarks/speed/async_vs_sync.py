@@ -14,7 +14,7 @@ second: overlap needs a second core that is free). ``--quick``: a small base mod
 once, cached), one seed, 45 s per mode, under 5 minutes. Full: the quickstart base model,
 seeds 0,1,2, 240 s per mode.
 
-    python benchmarks/async_vs_sync.py [--quick] [--budget S] [--seeds 0,1,2] [--max-lag K]
+    python benchmarks/speed/async_vs_sync.py [--quick] [--budget S] [--seeds 0,1,2] [--max-lag K]
 
 The last line is machine-readable:
     async_vs_sync=<float> max_lag=<int> k=<int> trainer_idle=<float>

@@ -5,7 +5,7 @@ Setting (issue "Foundation"): 64 prompts of ~32 tokens, 64 new tokens, temperatu
 stop (EOS disabled on both sides so both generate exactly 64 tokens per row).
 Prints tokens/s of each and the ratio; last line machine-readable.
 
-    python benchmarks/sampler_vs_hf.py [--threads N] [--repeats 3]
+    python benchmarks/speed/sampler_vs_hf.py [--threads N] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
 from _timing import median_time  # noqa: E402
 
 

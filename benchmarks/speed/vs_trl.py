@@ -7,7 +7,7 @@ temperature, optimiser (torch AdamW, same betas / weight decay / grad clip, cons
 warm-up) and loss (TRL's default ``loss_type="dapo"`` = rlvr ``grpo`` with ``token_mean``
 aggregation, group std normalisation, KL off, one update per batch). Each side runs in its own
 subprocess with the same thread count: rlvr in this environment (``rlvr.train.loop.train``, the code
-path of ``rlvr train``), TRL in its own virtual environment ``benchmarks/.venv-trl``, created on first
+path of ``rlvr train``), TRL in its own virtual environment ``benchmarks/speed/.venv-trl``, created on first
 use with this environment's torch wheel (never another torch) and TRL 1.16.
 
 Precision by machine (``--precision auto``, the default): each side computes in its best precision
@@ -24,8 +24,8 @@ training tokens/s, peak RSS, and rlvr/TRL ratios; writes both reward curves (JSO
 --out. Last line machine-readable: ``speedup_vs_trl=<float> gen_speedup_vs_hf=<float>`` (first
 model: TRL seconds per step / rlvr seconds per step, and rlvr sampler tokens/s / HF generate tokens/s).
 
-    python benchmarks/vs_trl.py --quick          # small model, 8 steps: a few minutes
-    python benchmarks/vs_trl.py                  # both models, 50 steps each (docs/performance.md)
+    python benchmarks/speed/vs_trl.py --quick          # small model, 8 steps: a few minutes
+    python benchmarks/speed/vs_trl.py                  # both models, 50 steps each (docs/performance.md)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # benchmarks/: the shared _timing.py
 from _timing import median_time  # noqa: E402
 
 TRL_VERSION = "1.16.0"

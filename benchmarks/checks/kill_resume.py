@@ -4,15 +4,15 @@ An uninterrupted deterministic run (``train.deterministic=true``) is the referen
 then started, killed with SIGKILL ``--kills`` times (a share of them while a ``.tmp_step_*``
 directory exists, i.e. during the checkpoint write; the rest at uniform random times), resumed with
 ``rlvr train --resume RUN`` after each kill, and finally run to the end. Checked at the end: every
-metric except wall_s/gen_s/train_s equals the reference's, ``metrics.jsonl`` has steps 1..N once
-each, no ``.tmp_step_*`` is left, and the final checkpoint verifies, loads and has bit-identical
-weights to the reference's.
+metric except the wall-clock ones (``rlvr.analysis.metric_series.WALL_CLOCK_KEYS``) equals the
+reference's, ``metrics.jsonl`` has steps 1..N once each, no ``.tmp_step_*`` is left, and the final
+checkpoint verifies, loads and has bit-identical weights to the reference's.
 
 The trainer processes run ``rlvr.cli.main(["train", ...])`` with the checkpoint hashing slowed by
 ``--slow-ckpt`` seconds per file (only so that a kill can land inside the short write window on
 a tiny model; nothing else is changed). Prints a table and a final machine-readable JSON line.
 
-    python benchmarks/kill_resume.py [--kills 10] [--steps 12] [--seed 0] [--out /tmp/kill_resume]
+    python benchmarks/checks/kill_resume.py [--kills 10] [--steps 12] [--seed 0] [--out /tmp/kill_resume]
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import sys
 import time
 from pathlib import Path
 
+from rlvr.analysis.metric_series import without_wall_clock
+
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "pretrain.tokens=20000",
         "pretrain.batch_size=16", "pretrain.seq_len=64", "algo.prompts_per_step=4", "algo.group_size=4",
         "sampling.max_new_tokens=24", "sampling.interruption_budget=16", "train.eval_problems=8",
         "algo.overlong_cache=12", "train.deterministic=true", "log.progress=none"]
-VOLATILE = {"wall_s", "gen_s", "train_s"}
 
 
 def child_main(argv: list[str]) -> int:
@@ -61,7 +62,7 @@ def launch(args: list[str], log: Path, slow: float) -> subprocess.Popen:
     env = dict(os.environ, RLVR_SLOW_CKPT_S=str(slow), PYTHONUNBUFFERED="1")
     with open(log, "a") as fh:
         return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", *args], env=env,
-                                stdout=fh, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1])
+                                stdout=fh, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
 
 
 def tmp_dirs(run: Path) -> list[Path]:
@@ -144,10 +145,6 @@ def run_to_end(run: Path, args, log: Path) -> tuple[int, float]:
     return proc.returncode, first if first is not None else time.monotonic() - t0
 
 
-def stable(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
-
-
 def final_checks(ref: Path, run: Path, steps: int) -> dict:
     import torch
     from safetensors.torch import load_file
@@ -156,7 +153,7 @@ def final_checks(ref: Path, run: Path, steps: int) -> dict:
     from rlvr.model.io import load_policy
     from rlvr.train.checkpoint import latest_good_checkpoint
 
-    a, b = stable(read_metrics(ref)), stable(read_metrics(run))
+    a, b = without_wall_clock(read_metrics(ref)), without_wall_clock(read_metrics(run))
     diff = [k for ra, rb in zip(a, b) for k in set(ra) | set(rb) if ra.get(k) != rb.get(k)]
     ca, cb = latest_good_checkpoint(ref), latest_good_checkpoint(run)
     wa, wb = load_file(str(ca / "model.safetensors")), load_file(str(cb / "model.safetensors"))

@@ -14,10 +14,11 @@ Rows (each check is isolated: an exception is a FAIL row with its first line, la
 
 Installs nothing; vLLM rows are SKIP when vLLM is not importable. Without CUDA it prints one
 ``cuda SKIP no CUDA`` row and exits 0. Exit status: 1 if any row FAILed, else 0. The last line is
-JSON (all rows). ``benchmarks/gpu_vllm_check.py`` remains the longer vLLM-only speed run; its
-timing helpers are reused here.
+JSON (all rows). The checks that need no vLLM, the runner and the table are
+:mod:`rlvr.train.device_checks` (unit-tested on the CPU); ``benchmarks/checks/gpu_vllm_check.py``
+remains the longer vLLM-only speed run, and its timing helpers are reused here.
 
-    python benchmarks/gpu_check.py [--model DIR] [--budget-s 480] [--no-vllm] [--only step,logp]
+    python benchmarks/checks/gpu_check.py [--model DIR] [--budget-s 480] [--no-vllm] [--only step,logp]
 """
 
 from __future__ import annotations
@@ -25,27 +26,36 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from gpu_vllm_check import _timed, _to, run_hf_generate, run_native  # this directory: the vLLM-only run's helpers
 
-PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+from rlvr.model.hf import build_tiny_hf
+from rlvr.model.logprobs import score
+from rlvr.rollout.sample import SampleParams
+from rlvr.rollout.vllm import VLLMEngine, sample
+from rlvr.train.device_checks import (
+    FAIL,
+    PASS,
+    SKIP,
+    STEP_SCHEDULES,
+    Row,
+    Runner,
+    check_native_logp,
+    check_step,
+    diff_stats,
+    format_table,
+    heldout_prompts,
+    hf_policy_on,
+    verdict,
+)
+
 GROUPS = ("step", "logp", "sync", "train", "speed")
-
-
-@dataclasses.dataclass
-class Row:
-    check: str
-    status: str
-    numbers: str = ""
-    seconds: float = 0.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,118 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def format_table(rows: list[Row]) -> str:
-    """Rows -> an aligned text table (check | status | seconds | numbers) with a summary line."""
-    head = ("check", "status", "s", "numbers")
-    cells = [(r.check, r.status, f"{r.seconds:.1f}", r.numbers) for r in rows]
-    widths = [max(len(c[i]) for c in [head, *cells]) for i in range(3)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head[:3], widths)) + "  " + head[3]]
-    lines.append("-" * (sum(widths) + 6 + max([len(head[3])] + [len(c[3]) for c in cells])))
-    for c in cells:
-        lines.append("  ".join(x.ljust(w) for x, w in zip(c[:3], widths)) + "  " + c[3])
-    n = {s: sum(r.status == s for r in rows) for s in (PASS, FAIL, SKIP)}
-    lines.append(f"{n[PASS]} passed, {n[FAIL]} failed, {n[SKIP]} skipped")
-    return "\n".join(lines)
-
-
-def diff_stats(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
-    """(mean, max) |a - b| over ``mask``."""
-    d = (a.float() - b.float()).abs()[mask.bool()]
-    return (float(d.mean()), float(d.max())) if d.numel() else (0.0, 0.0)
-
-
-def verdict(ok: bool) -> str:
-    return PASS if ok else FAIL
-
-
-class Runner:
-    """Runs checks in order within the budget; a check returns (status, numbers)."""
-
-    def __init__(self, budget_s: float):
-        self.t0, self.budget_s, self.rows = time.perf_counter(), budget_s, []
-
-    def run(self, check: str, fn: Callable[[], tuple[str, str]]) -> None:
-        if time.perf_counter() - self.t0 > self.budget_s:
-            self.rows.append(Row(check, SKIP, f"time budget {self.budget_s:.0f}s spent"))
-            return
-        t = time.perf_counter()
-        try:
-            status, numbers = fn()
-        except Exception as e:  # noqa: BLE001 - one failing check must not hide the others
-            first = (str(e).strip().splitlines() or [""])[0][:160]
-            status, numbers = FAIL, f"{type(e).__name__}: {first}"
-        self.rows.append(Row(check, status, numbers, time.perf_counter() - t))
-        print(f"[{self.rows[-1].status}] {check} {numbers}", flush=True)
-
-
-# ----------------------------------------------------------------------------- checks (CUDA only)
-STEP_SCHEDULES = {
-    "sync": [],
-    "async": ["pipeline.mode=async", "pipeline.workers=1", "pipeline.max_lag=1", "pipeline.timeout_s=120"],
-    # DAPO's loss (clip-higher, token mean) and overlong shaping; dynamic sampling off, so that a random
-    # model (no mixed-outcome groups) still trains on its batch and the backward runs
-    "dapo": ["loss.name=dapo", "algo.overlong_cache=8"],
-}
-
-
-def check_step(schedule: str, dtype: str, out_dir: str, device: str = "cuda") -> tuple[str, str]:
-    from rlvr.config import load_config
-    from rlvr.train.loop import make_source
-    from rlvr.train.state import build_policy, build_state
-    from rlvr.train.step import rl_step
-
-    over = [f"train.device={device}", f"model.dtype={dtype}", f"train.out_dir={out_dir}", "log.progress=none",
-            "sampling.max_new_tokens=16", "reward.kind=neg_entropy",  # a random model solves nothing: an
-            *STEP_SCHEDULES[schedule]]  # intrinsic reward gives non-zero advantages, so gradients flow
-    cfg = load_config("gsm8k_tiny_hf", over)
-    st = build_state(cfg, *build_policy(cfg, "none"))
-    before = [p.detach().clone() for p in st.model.parameters()]
-    source, sharding = make_source(st)
-    try:
-        m = rl_step(st, 1, source, sharding)
-    finally:
-        source.close()
-    devices = {str(p.device) for p in st.model.parameters()}
-    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(st.model.parameters(), before))
-    loss, gn = float(m.get("loss", float("nan"))), float(m.get("grad_norm", float("nan")))
-    want = str(torch.device(device, 0) if device == "cuda" else torch.device(device))
-    ok = math.isfinite(loss) and math.isfinite(gn) and moved > 0 and devices == {want}
-    return verdict(ok), f"loss {loss:+.4f} grad_norm {gn:.3g} max|dW| {moved:.2e} on {','.join(sorted(devices))}"
-
-
-def _prompts(n: int) -> list[str]:
-    from rlvr.tasks.registry import get_task
-
-    probs = get_task("arithmetic").problems("heldout", n)
-    return [probs[i % len(probs)].prompt for i in range(n)]
-
-
-def _policy(path: str, dtype: str, device: str = "cuda"):
-    from rlvr.config import ModelConfig
-    from rlvr.model.hf import load_hf_policy
-
-    policy, tok = load_hf_policy(path, ModelConfig(kind="hf", path=path, dtype=dtype, chat_template=False))
-    return policy.to(device).eval(), tok
-
-
-def _to(rb, device):
-    return dataclasses.replace(rb, **{f.name: getattr(rb, f.name).to(device) for f in dataclasses.fields(rb)
-                                      if isinstance(getattr(rb, f.name), torch.Tensor)})
-
-
-def check_native_logp(path: str, dtype: str, a, device: str = "cuda") -> tuple[str, str]:
-    from rlvr.model.logprobs import score
-    from rlvr.rollout.sample import SampleParams, generate
-
-    policy, tok = _policy(path, dtype, device)
-    ids, mask = tok.batch_encode_left(_prompts(a.prompts))
-    rb = generate(policy, ids.to(device), mask.to(device), SampleParams(max_new_tokens=a.max_new_tokens),
-                  eos_id=tok.eos_id, pad_id=tok.pad_id, generator=torch.Generator(device).manual_seed(0))
-    mean, mx = diff_stats(rb.behaviour_logp, score(policy, rb), rb.completion_mask)
-    ok = rb.behaviour_logp.dtype == torch.float32 and mean < a.logp_mean_tol and mx < a.logp_max_tol
-    return verdict(ok), f"mean|diff| {mean:.2e} max|diff| {mx:.2e} over {int(rb.completion_mask.sum())} tokens"
-
-
+# ----------------------------------------------------------------------------- vLLM checks (CUDA only)
 class VLLMState:
     """One engine shared by the vLLM rows (building it costs most of a minute)."""
 
@@ -192,21 +91,15 @@ class VLLMState:
 
 
 def _engine(path: str, a):
-    from rlvr.rollout.vllm import VLLMEngine
-
     if VLLMState.engine is None:
-        VLLMState.policy, VLLMState.tok = _policy(path, "bfloat16")
+        VLLMState.policy, VLLMState.tok = hf_policy_on(path, "bfloat16")
         VLLMState.engine = VLLMEngine(path, gpu_memory_utilization=a.gpu_memory_utilization, max_model_len=1024)
     return VLLMState.engine, VLLMState.policy, VLLMState.tok
 
 
 def check_vllm_logp(path: str, a) -> tuple[str, str]:
-    from rlvr.model.logprobs import score
-    from rlvr.rollout.sample import SampleParams
-    from rlvr.rollout.vllm import sample
-
     engine, policy, tok = _engine(path, a)
-    rb = sample(engine, tok, _prompts(a.prompts), SampleParams(max_new_tokens=a.max_new_tokens),
+    rb = sample(engine, tok, heldout_prompts(a.prompts), SampleParams(max_new_tokens=a.max_new_tokens),
                 generator=torch.Generator().manual_seed(0))
     rb = _to(rb, "cuda")
     mean, mx = diff_stats(rb.behaviour_logp, score(policy, rb), rb.completion_mask)
@@ -215,12 +108,8 @@ def check_vllm_logp(path: str, a) -> tuple[str, str]:
 
 
 def check_vllm_sync(path: str, a) -> tuple[str, str]:
-    from rlvr.model.logprobs import score
-    from rlvr.rollout.sample import SampleParams
-    from rlvr.rollout.vllm import sample
-
     engine, policy, tok = _engine(path, a)
-    prompts, p = _prompts(16), SampleParams(max_new_tokens=32, temperature=0.0)
+    prompts, p = heldout_prompts(16), SampleParams(max_new_tokens=32, temperature=0.0)
     before = sample(engine, tok, prompts, p, generator=torch.Generator().manual_seed(0))
     g = torch.Generator("cuda").manual_seed(0)
     with torch.no_grad():
@@ -246,20 +135,13 @@ def check_train_vllm(out_dir: str) -> tuple[str, str]:
 
 
 def check_speed(path: str, engine_name: str, a) -> tuple[str, str]:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_vllm_check import _timed, run_hf_generate, run_native
-
-    from rlvr.rollout.sample import SampleParams
-
-    prompts, p = _prompts(a.prompts), SampleParams(max_new_tokens=a.max_new_tokens)
+    prompts, p = heldout_prompts(a.prompts), SampleParams(max_new_tokens=a.max_new_tokens)
     if engine_name == "vllm":
-        from rlvr.rollout.vllm import sample
-
         engine, _, tok = _engine(path, a)
         rb, s = _timed(lambda: sample(engine, tok, prompts, p, generator=torch.Generator().manual_seed(0)))
         tps = int(rb.completion_mask.sum()) / s
     else:
-        policy, tok = _policy(path, "bfloat16")
+        policy, tok = hf_policy_on(path, "bfloat16")
         if engine_name == "native":
             tps, note = run_native(policy, tok, prompts, p)
             if tps is None:
@@ -294,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
                 run.run(f"step/{schedule}/{dtype}", lambda s=schedule, d=dtype: check_step(s, d, tmp))
     path = a.model
     if not path and set(a.only) & {"logp", "sync", "speed"}:
-        from rlvr.model.hf import build_tiny_hf
-
         path = str(build_tiny_hf(Path(tmp) / "llama", hidden=512, layers=8, heads=8, context=1024))
     vllm_ok = not a.no_vllm and _has_vllm()
     why = "--no-vllm" if a.no_vllm else "vllm not importable (pip install 'rlvr[vllm]')"
@@ -305,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if "logp" in a.only:
         for dtype in ("float32", "bfloat16"):
-            run.run(f"logp/native/{dtype}", lambda d=dtype: check_native_logp(path, d, a))
+            run.run(f"logp/native/{dtype}", lambda d=dtype: check_native_logp(
+                path, d, prompts=a.prompts, max_new_tokens=a.max_new_tokens, mean_tol=a.logp_mean_tol,
+                max_tol=a.logp_max_tol))
         vllm_row("logp/vllm", lambda: check_vllm_logp(path, a))
     if "speed" in a.only:  # before the sync row, which perturbs the engine's weights
         vllm_row("speed/vllm", lambda: check_speed(path, "vllm", a))

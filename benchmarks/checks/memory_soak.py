@@ -8,8 +8,8 @@ the time is up the child is stopped with SIGINT. Reported: RSS at the end of war
 slope after warm-up in MB per 1000 steps. Exits 1 if the growth exceeds ``--max-growth-mb``.
 Prints a table of samples and a final machine-readable JSON line.
 
-    python benchmarks/memory_soak.py --minutes 30          # the soak
-    python benchmarks/memory_soak.py --minutes 2           # quick mode
+    python benchmarks/checks/memory_soak.py --minutes 30          # the soak
+    python benchmarks/checks/memory_soak.py --minutes 2           # quick mode
 """
 
 from __future__ import annotations

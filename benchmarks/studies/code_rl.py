@@ -13,7 +13,7 @@ table gives base and trained pass@1 and pass@N with 95% bootstrap intervals over
 trained-minus-base pass@1 difference with its interval, the training wall clock, the steps per
 minute and the verifier's scored rollouts per second (metrics.jsonl ``scored_per_s``).
 
-    python benchmarks/code_rl.py --out runs/code_rl --pretrain-seeds 0,1 --rl-seeds 0
+    python benchmarks/studies/code_rl.py --out runs/code_rl --pretrain-seeds 0,1 --rl-seeds 0
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from rlvr.log import read_metrics
 
 HERE = Path(__file__).resolve().parent
 RLVR = [sys.executable, "-m", "rlvr.cli"]
@@ -91,7 +93,7 @@ def cell(out: Path, s: int, r: int, args) -> dict:
     secs = json.loads(done.read_text())["train_wall_s"]
     ckpt = _last_checkpoint(run)
     rl_rows = _eval(ckpt, out / f"rl-s{s}-r{r}-eval", args.n, args.problems, out / f"eval-rl-s{s}-r{r}.log")
-    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    metrics = read_metrics(run)
     steps = [m for m in metrics if "scored_per_s" in m]
     ids = sorted(set(base_rows) & set(rl_rows))
     b1, t1 = bootstrap(lambda i: _pass1(base_rows, i), ids), bootstrap(lambda i: _pass1(rl_rows, i), ids)
@@ -128,9 +130,7 @@ def explorations(dirs: list[Path]) -> str:
     rows = []
     for d in dirs:
         cfg = yaml.safe_load((d / "config.yaml").read_text())
-        evals = [(m["step"], m["heldout_pass_rate"]) for m in
-                 (json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip())
-                 if "heldout_pass_rate" in m]
+        evals = [(m["step"], m["heldout_pass_rate"]) for m in read_metrics(d) if "heldout_pass_rate" in m]
         curve = ", ".join(f"{v:.3f} (step {st})" for st, v in evals)
         rows.append(f"| {cfg['optim']['lr']:g} | {cfg['train']['seed']} | {cfg['train']['steps']} | {curve} |")
     return ("| lr | RL seed | steps planned | held-out pass rate (200 problems x 2 samples) |\n|---|---|---|---|\n"
@@ -223,7 +223,7 @@ def main() -> None:
         argv = sys.argv[1:]
         keep = [a for i, a in enumerate(argv) if not a.startswith(("--page", "--explore"))
                 and (i == 0 or argv[i - 1] not in ("--page", "--explore"))]
-        cmd = "python benchmarks/code_rl.py " + " ".join(keep)
+        cmd = "python benchmarks/studies/code_rl.py " + " ".join(keep)
         explore = [Path(x) for x in args.explore.split(",") if x]
         Path(args.page).write_text(page(cells, out, cmd, explore))
     worst = min(c["delta_pass1"][0] for c in cells)

@@ -8,13 +8,14 @@ saved in OUT/cells/<cell>/cell.json when its run ends, so a killed matrix resume
 (finished cells are read back, an unfinished cell is run again from the cached base). Cells run
 `--workers` at a time, each with cores/workers torch threads.
 
-Checks, each computed from the cells (docs/methods/testbed.md):
+Checks, each computed from the cells (docs/methods/testbed.md; the cell results, the checks and the
+table are :mod:`rlvr.analysis.testbed_matrix`):
   gain      held-out pass@1 trained - base >= --min-gain in every cell (200 problems x 16 samples)
   base      base pass@1 in [0.10, 0.35] in every cell
   curve     the held-out curve does not fall over the last third of training (rlvr.analysis.trend)
   retention the base's retention accuracy in [0.2, 0.8] (greedy, non-degenerate)
 
-    python benchmarks/testbed_matrix.py [--pretrain-seeds 0,1,2] [--rl-seeds 0,1] [--dtypes machine]
+    python benchmarks/studies/testbed_matrix.py [--pretrain-seeds 0,1,2] [--rl-seeds 0,1] [--dtypes machine]
         [--workers 2] [--out runs/testbed_matrix] [k=v ...]
 
 --dtypes: comma list of float32 / bfloat16, or "machine" (default): float32, plus bfloat16 where
@@ -27,16 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BASE_RANGE = (0.10, 0.35)
-RETENTION_RANGE = (0.2, 0.8)
+from rlvr.analysis.testbed_matrix import cell_result, checks, markdown
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 QUICK = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=64", "pretrain.tokens=20000",
          "pretrain.batch_size=8", "pretrain.warmup_steps=2", "train.steps=3", "train.eval_every=1",
          "train.eval_problems=8", "train.final_eval_samples=2", "task.retention_problems=8",
@@ -90,34 +90,6 @@ def pretrain_base(out: Path, p: int, overrides: list[str], threads: int) -> dict
     return info
 
 
-def cell_result(run: Path) -> dict:
-    """What the matrix keeps of one finished `rlvr run` directory (pure: reads its files)."""
-    from rlvr.analysis.trend import last_part_change
-    from rlvr.config import load_config
-    from rlvr.log import read_metrics
-
-    ev = json.loads((run / "eval.json").read_text())
-    cfg = load_config(str(run / "config.yaml"))
-    b, t = ev["base"]["pass_at_k"]["1"], ev["trained"]["pass_at_k"]["1"]
-    lo, hi = ev["crossover"]["base_minus_trained_ci"]["1"]
-    rows = [r for r in read_metrics(run) if "heldout_pass_rate" in r]
-    n = cfg.train.eval_problems * cfg.train.eval_samples
-    curve = last_part_change([r["step"] for r in rows], [r["heldout_pass_rate"] for r in rows], n,
-                             total_steps=cfg.train.steps)
-    ret = {}
-    for name, r in ev["retention"]["base"].items():
-        d = ev["retention"].get("delta", {}).get(name)
-        trained = ev["retention"]["trained"][name]["accuracy"]
-        ret[name] = {"base": r["accuracy"], "base_ci": r.get("ci"), "trained": trained,
-                     **({"delta": d["delta"], "delta_ci": d["ci"]} if d else {})}
-    summary = json.loads((run / "train_summary.json").read_text())
-    return {"base_pass1": b, "trained_pass1": t, "gain": t - b, "gain_ci": [-hi, -lo],
-            "pass16": [ev["base"]["pass_at_k"].get("16"), ev["trained"]["pass_at_k"].get("16")],
-            "curve": curve, "curve_points": [[r["step"], r["heldout_pass_rate"]] for r in rows],
-            "retention": ret, "precision": cfg.model.dtype, "rl_wall_s": summary.get("wall_s"),
-            "machine": ev.get("machine")}
-
-
 def run_cell(out: Path, p: int, r: int, dtype: str, overrides: list[str], threads: int) -> dict:
     d = out / "cells" / cell_name(p, r, dtype)
     done = d / "cell.json"
@@ -137,46 +109,6 @@ def run_cell(out: Path, p: int, r: int, dtype: str, overrides: list[str], thread
 
     atomic_write(done, json.dumps(res, indent=1))
     return res
-
-
-def checks(cells: list[dict], min_gain: float) -> dict[str, bool]:
-    """Each check of the module docstring over every cell."""
-    rets = [v["base"] for c in cells for v in c["retention"].values()]
-    return {
-        f"gain >= {min_gain:+.2f} in every cell": all(c["gain"] >= min_gain for c in cells),
-        f"base pass@1 in [{BASE_RANGE[0]}, {BASE_RANGE[1]}]": all(BASE_RANGE[0] <= c["base_pass1"] <= BASE_RANGE[1]
-                                                                 for c in cells),
-        "held-out curve does not fall over the last third": not any(c["curve"]["falls"] for c in cells),
-        f"base retention in [{RETENTION_RANGE[0]}, {RETENTION_RANGE[1]}]": bool(rets) and all(
-            RETENTION_RANGE[0] <= x <= RETENTION_RANGE[1] for x in rets),
-    }
-
-
-def _f(x, fmt="{:.3f}") -> str:
-    return "-" if x is None else fmt.format(x)
-
-
-def markdown(cells: list[dict], bases: dict, min_gain: float, machine: str, command: str) -> str:
-    head = ["pretrain seed", "RL seed", "precision", "base pass@1", "trained pass@1", "gain [95% CI]",
-            "last-third change [95% CI]", "retention base -> trained (delta [95% CI])", "RL s", "cell s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for c in cells:
-        cv = c["curve"]
-        curve = "-" if cv["change"] is None else f"{cv['change']:+.3f} [{cv['lo']:+.3f}, {cv['hi']:+.3f}]"
-        ret = "; ".join(f"{n} {v['base']:.3f} -> {v['trained']:.3f}"
-                        + (f" ({v['delta']:+.3f} [{v['delta_ci'][0]:+.3f}, {v['delta_ci'][1]:+.3f}])"
-                           if "delta" in v else "") for n, v in c["retention"].items())
-        lines.append("| " + " | ".join([
-            str(c["pretrain_seed"]), str(c["rl_seed"]), c["precision"], _f(c["base_pass1"]), _f(c["trained_pass1"]),
-            f"{c['gain']:+.3f} [{c['gain_ci'][0]:+.3f}, {c['gain_ci'][1]:+.3f}]", curve, ret,
-            _f(c.get("rl_wall_s"), "{:.0f}"), _f(c["wall_s"], "{:.0f}")]) + " |")
-    gains = [c["gain"] for c in cells]
-    lines += ["", f"gain min / median / max: {min(gains):+.3f} / {statistics.median(gains):+.3f} / {max(gains):+.3f} "
-              f"over {len(cells)} cells", ""]
-    lines += [f"- base of pretraining seed {p}: {b['wall_s']:.0f} s to pretrain" for p, b in sorted(bases.items())]
-    lines += [""] + [f"- {'PASS' if ok else 'FAIL'}: {name}" for name, ok in checks(cells, min_gain).items()]
-    lines += ["", f"machine: {machine}", "", f"command: `{command}`", ""]
-    return "\n".join(lines)
 
 
 def plot_curves(cells: list[dict], path: Path) -> Path | None:
@@ -242,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.machine import machine_line
 
     m = cells[0].get("machine") or {}
-    command = "python benchmarks/testbed_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python benchmarks/studies/testbed_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(cells, bases, a.min_gain, machine_line({**m, "precision": ",".join(dtypes)}), command.strip())
     (out / "matrix.md").write_text(text)
     plot_curves(cells, out / "curves.png")

@@ -5,7 +5,7 @@ exact ``math.comb``, one (problem, k) at a time, timed on the same data in the
 same run. Prints seconds for both, the speed-up, the largest difference, and a
 final machine-readable JSON line.
 
-    python benchmarks/passk_speed.py [--problems 500] [--n 1024] [--repeats 5]
+    python benchmarks/speed/passk_speed.py [--problems 500] [--n 1024] [--repeats 5]
 """
 
 from __future__ import annotations

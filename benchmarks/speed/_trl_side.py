@@ -1,9 +1,9 @@
-"""TRL's side of ``benchmarks/vs_trl.py``: ``trl.GRPOTrainer`` on CPU (no vLLM) with the HF model
+"""TRL's side of ``benchmarks/speed/vs_trl.py``: ``trl.GRPOTrainer`` on CPU (no vLLM) with the HF model
 directory, prompts and settings of ``settings.json`` and the shared reward of ``_bench_common.py``.
 Writes ``result.json`` (per-step times, generation times, tokens, rewards, peak RSS). Runs in the
-benchmark's own TRL environment (``benchmarks/.venv-trl``, made by vs_trl.py), never in rlvr's:
+benchmark's own TRL environment (``benchmarks/speed/.venv-trl``, made by vs_trl.py), never in rlvr's:
 
-    benchmarks/.venv-trl/bin/python benchmarks/_trl_side.py SETTINGS.json OUT.json
+    benchmarks/speed/.venv-trl/bin/python benchmarks/speed/_trl_side.py SETTINGS.json OUT.json
 """
 
 from __future__ import annotations

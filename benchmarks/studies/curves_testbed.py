@@ -6,7 +6,7 @@ fitted curve's gain still to come after the last point, target < 2 points), whet
 (with the bootstrap interval on C_mid), the wall time, and the evaluation noise of one held-out
 point (an upper bound: sqrt(0.25 / (problems x samples)) for a fixed problem set).
 
-    python benchmarks/curves_testbed.py RUN_DIR [RUN_DIR ...] [--x samples] [--plot curves.png]
+    python benchmarks/studies/curves_testbed.py RUN_DIR [RUN_DIR ...] [--x samples] [--plot curves.png]
 
 Last line machine-readable.
 """
@@ -32,6 +32,7 @@ def main() -> None:
     from rlvr.analysis.curve_io import load_run_curve
     from rlvr.analysis.curves import fit_shared_r0, sigmoid_curve
     from rlvr.analysis.predictability import fit_with_replicates
+    from rlvr.log import read_metrics
 
     curves = [load_run_curve(r, x=a.x) for r in a.runs]
     r0, _ = fit_shared_r0([(C, R) for _, C, R in curves])
@@ -42,7 +43,7 @@ def main() -> None:
         fits.append(fit)
         cfg = yaml.safe_load((Path(run) / "config.yaml").read_text())
         k, P = cfg["train"]["eval_samples"], cfg["train"]["eval_problems"]
-        rows = [json.loads(x) for x in (Path(run) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        rows = read_metrics(run)
         wall = rows[-1].get("wall_s", float("nan"))
         mid_frac = fit.C_mid / float(C.max())
         to_come = fit.A - float(sigmoid_curve(C.max(), r0, fit.A, fit.B, fit.C_mid))

@@ -13,7 +13,7 @@ Check: vLLM's sampled completions are re-scored by HFPolicy (bf16, FP32 LM head)
 max |logp_vllm - logp_trainer| and the mean ratio exp(logp_trainer - logp_vllm) - 1. Ends with one
 machine-readable JSON line.
 
-    python benchmarks/gpu_vllm_check.py [--model DIR] [--prompts 256] [--max-new-tokens 256]
+    python benchmarks/checks/gpu_vllm_check.py [--model DIR] [--prompts 256] [--max-new-tokens 256]
 """
 
 from __future__ import annotations
@@ -31,13 +31,7 @@ from rlvr.model.hf import build_tiny_hf, load_hf_policy
 from rlvr.model.logprobs import score
 from rlvr.rollout.sample import SampleParams, generate
 from rlvr.rollout.vllm import VLLMEngine, sample
-
-
-def _prompts(n: int) -> list[str]:
-    from rlvr.tasks.registry import get_task
-
-    probs = get_task("arithmetic").problems("heldout", n)
-    return [probs[i % len(probs)].prompt for i in range(n)]
+from rlvr.train.device_checks import heldout_prompts
 
 
 def _to(rb, device):
@@ -84,7 +78,7 @@ def main() -> None:
     a = ap.parse_args()
     path = a.model or str(build_tiny_hf(tempfile.mkdtemp() + "/llama", hidden=1024, layers=12, heads=16,
                                         context=1024))
-    prompts = _prompts(a.prompts)
+    prompts = heldout_prompts(a.prompts)
     p = SampleParams(max_new_tokens=a.max_new_tokens, temperature=1.0)
     cfg = ModelConfig(kind="hf", path=path, dtype="bfloat16", chat_template=False)
     policy, tok = load_hf_policy(path, cfg)

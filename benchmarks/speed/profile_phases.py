@@ -18,7 +18,7 @@ Peaks, measured here in the same run: float32 matmul FLOP/s (``_timing.matmul_pe
 read bandwidth (sum over a 400 MB tensor). Matmul phases report FLOP/s against the former, the
 attention phase its bytes read (keys and values) against the latter.
 
-    python benchmarks/profile_phases.py [--steps 6] [--n 1024] [--problems 4] [--threads N]
+    python benchmarks/speed/profile_phases.py [--steps 6] [--n 1024] [--problems 4] [--threads N]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
 from _timing import adding_time, matmul_peak  # noqa: E402
 
 
@@ -53,6 +53,7 @@ def rl_step_phases(steps: int, out: Path) -> dict:
     import rlvr.train.loop as loop
     import rlvr.train.step as step
     from rlvr.config import load_config
+    from rlvr.log import read_metrics
     from rlvr.train.loop import train
 
     clock: dict[str, list[float]] = collections.defaultdict(list)
@@ -82,7 +83,7 @@ def rl_step_phases(steps: int, out: Path) -> dict:
                              "train.eval_problems=1", f"train.checkpoint_every={steps + 1}", "log.progress=none",
                              "task.retention_tasks=[]"])
     run = train(cfg)
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    lines = read_metrics(run)
     return {"clock": {k: v[1:] for k, v in clock.items()}, "metrics": lines[1:], "cfg": cfg}
 
 

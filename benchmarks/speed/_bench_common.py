@@ -1,4 +1,4 @@
-"""What both sides of ``benchmarks/vs_trl.py`` share: the reward function (one Python function,
+"""What both sides of ``benchmarks/speed/vs_trl.py`` share: the reward function (one Python function,
 called by TRL's ``GRPOTrainer`` and by rlvr) and the result-file helpers.
 
 Pure Python (no torch, no rlvr import): it is imported from rlvr's environment and from the

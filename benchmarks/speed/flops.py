@@ -11,7 +11,7 @@ LM head counted only where it runs (completion positions); attention scores are 
 the fractions are slight underestimates. Generation: ``rlvr.rollout.sample.generate``, 64 prompts
 of 32 tokens, 64 new tokens (EOS off), FLOPs = forward FLOPs per token x (prompt + new tokens).
 
-    python benchmarks/flops.py [--threads N] [--repeats 5] [--models tiny,hf-0.14M,hf-5M]
+    python benchmarks/speed/flops.py [--threads N] [--repeats 5] [--models tiny,hf-0.14M,hf-5M]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
 from _timing import matmul_peak, median_time  # noqa: E402
 
 HF_MODELS = {"hf-0.14M": {"arch": "qwen2", "hidden": 64, "layers": 2, "heads": 4},

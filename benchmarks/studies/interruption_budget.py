@@ -9,7 +9,7 @@ a correct completion writes its reasoning (at most 14 characters on the held-out
 marker ``\\nA:``; a budget that falls before the marker is complete cuts it ("...\\nA" + the forced
 "\\nA:").
 
-    python benchmarks/interruption_budget.py [--checkpoint DIR] [--budgets 0,16,17,18] [--max-new-tokens 22]
+    python benchmarks/studies/interruption_budget.py [--checkpoint DIR] [--budgets 0,16,17,18] [--max-new-tokens 22]
         [--samples 8] [--seed 0]
 
 Without ``--checkpoint``: the cached default base (``rlvr pretrain --plain`` writes it).

@@ -4,7 +4,7 @@ float32 matmul peak measured by this script on this machine, in the same run.
 FLOPs per token = 6 x matmul parameters (forward + backward); attention scores are not counted,
 so the fraction is a slight underestimate. Peak = best of several square float32 matmuls.
 
-    python benchmarks/pretrain_speed.py [--steps 20] [--threads N] [--dtype float32|bfloat16]
+    python benchmarks/speed/pretrain_speed.py [--steps 20] [--threads N] [--dtype float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
 from _timing import matmul_peak  # noqa: E402
 
 

@@ -219,3 +219,25 @@ def test_model_fingerprint_follows_content_not_path(tmp_path: Path) -> None:
     assert model_fingerprint(tmp_path / "b") == fp
     (tmp_path / "b" / "model.safetensors").write_bytes(b"w2")
     assert model_fingerprint(tmp_path / "b") != fp
+
+
+def test_a_run_checkpoint_is_evaluated_on_the_runs_task(tmp_path: Path, capsys) -> None:
+    """b87d620 demanded --task although the run's config.yaml names it."""
+    import torch
+
+    from rlvr.config import ModelConfig
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    ck = tmp_path / "run" / "checkpoints" / "step_000001"
+    save_policy(TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2, context=64), tok.vocab_size), tok, ck)
+    assert main(["eval", str(ck), "--n", "2", "--problems", "2", "--out", str(tmp_path / "o")]) == 2
+    assert "needs a task" in capsys.readouterr().err  # no run config: still asked for
+    (tmp_path / "run" / "config.yaml").write_text("name: x\ntask:\n  name: countdown\n")
+    assert main(["eval", str(ck), "--n", "2", "--problems", "2", "--out", str(tmp_path / "o")]) == 0
+    assert f"task: countdown (from {tmp_path / 'run' / 'config.yaml'}" in capsys.readouterr().err
+    rows = [json.loads(line) for line in (tmp_path / "o" / "samples.jsonl").read_text().splitlines()]
+    assert rows and all(r["problem_id"].startswith("countdown") for r in rows), rows[0]["problem_id"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--ks", help="comma-separated k values (default: powers of two up to n, plus n)")
     gen = parser.add_argument_group("from a checkpoint (samples with a model)")
     gen.add_argument("--base", help="base checkpoint: sampled too, and scores perplexity of both")
-    gen.add_argument("--task", help="task name, e.g. gsm8k, math500, synthetic; with --samples: score the "
-                     "completions with its verifier where the file has no correctness column")
+    gen.add_argument("--task", help="task name, e.g. gsm8k, math500, synthetic (default for a checkpoint of an "
+                     "rlvr run: the run's task.name); with --samples: score the completions with its verifier "
+                     "where the file has no correctness column")
     gen.add_argument("--split", default="heldout", help="task split (default: heldout)")
     gen.add_argument("--n", type=int, default=64, help="samples per problem (default: 64)")
     gen.add_argument("--problems", type=int, default=100, help="number of problems (default: 100)")
@@ -90,6 +92,27 @@ def _check_paths(args: argparse.Namespace) -> None:
             require_path(path, flag, "pass a samples.jsonl written by `rlvr eval` or `rlvr run`", kind="file")
 
 
+def saved_task(checkpoint: str) -> tuple[str, Path] | None:
+    """(task name, config file) of the run a checkpoint belongs to: ``task.name`` in the
+    ``config.yaml`` of the checkpoint folder itself, its parent or its run (``RUN/checkpoints/step_N``);
+    None when there is none or it names no task."""
+    import yaml
+
+    d = Path(checkpoint)
+    for folder in (d, d.parent, d.parent.parent):
+        config = folder / "config.yaml"
+        if not config.is_file():
+            continue
+        try:
+            data = yaml.safe_load(config.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return None
+        task = data.get("task") if isinstance(data, dict) else None
+        name = task.get("name") if isinstance(task, dict) else None
+        return (name, config) if isinstance(name, str) and name else None
+    return None
+
+
 def _check_mode(args: argparse.Namespace) -> None:
     if args.checkpoint and args.samples:
         raise UserError("give either a CHECKPOINT or --samples, not both; drop one")
@@ -100,7 +123,11 @@ def _check_mode(args: argparse.Namespace) -> None:
     if args.samples and args.base:
         raise UserError("--base samples a model; with --samples use --base-samples FILE instead")
     if args.checkpoint and not args.task:
-        raise UserError("sampling a checkpoint needs a task; pass --task NAME (e.g. --task gsm8k)")
+        saved = saved_task(args.checkpoint)
+        if saved is None:
+            raise UserError("sampling a checkpoint needs a task; pass --task NAME (e.g. --task gsm8k)")
+        args.task, config = saved
+        print(f"task: {args.task} (from {config}; --task overrides)", file=sys.stderr)
     if args.checkpoint and not args.out:
         raise UserError(
             "sampling a checkpoint needs an output folder; pass --out DIR (e.g. the run directory)"

@@ -20,6 +20,7 @@ from pathlib import Path
 from rlvr.config import SamplingConfig
 from rlvr.eval.generate import samples_for
 from rlvr.eval.samples import load_samples, write_samples
+from rlvr.model.fingerprint import model_fingerprint
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
 from rlvr.tasks.registry import get_task
@@ -103,14 +104,18 @@ def generate_samples(checkpoint: str, task: str, split: str, n: int, num_problem
                      temperature: float, top_p: float, seed: int, out: str | Path | None = None) -> list[dict]:
     """Load ``checkpoint``, sample n completions for the first ``num_problems`` of ``task``/``split``.
     With ``out`` (a samples.jsonl path) the samples stream to disk in chunks as they are made, a
-    killed call resumes where it stopped, and ``out`` is written at the end (see :mod:`rlvr.eval.stream`)."""
+    killed call resumes where it stopped (only if the checkpoint still holds the same weights:
+    :func:`rlvr.model.fingerprint.model_fingerprint`), and ``out`` is written at the end."""
     t = get_task(task)
     problems = t.problems(split, num_problems)
     sampling = SamplingConfig(temperature=temperature, top_p=top_p)
     if out is None:
         model, tok = load_policy(checkpoint, device="auto")
         return samples_for(model, tok, t, problems, n, sampling, seed)
-    key = {"checkpoint": str(Path(checkpoint).resolve()) if Path(checkpoint).exists() else checkpoint, "task": task,
-           "split": split, "n": n, "problems": num_problems, "temperature": temperature, "top_p": top_p, "seed": seed}
+    # the chunks are keyed by what the checkpoint holds, not where it is: weights overwritten in place
+    # since a killed run are another model, whose samples must not be mixed with the old ones
+    model = model_fingerprint(checkpoint) if Path(checkpoint).is_dir() else checkpoint
+    key = {"model": model, "task": task, "split": split, "n": n, "problems": num_problems,
+           "temperature": temperature, "top_p": top_p, "seed": seed}
     return sample_to_file(lambda: load_policy(checkpoint, device="auto"), t, problems, n, sampling, seed, Path(out),
                           key, label=Path(out).stem)

@@ -41,6 +41,7 @@ class CallResult:
     value: Any = None
     error: str | None = None
     timed_out: bool = False
+    skipped: bool = False  # not run: the map gave up after too many failures
 
 
 @dataclass
@@ -52,8 +53,12 @@ class PoolStats:
     exceptions: int = 0
     errors: list[str] = field(default_factory=list)  # first few distinct messages
     wall_s: float = 0.0
+    skipped: int = 0  # calls never run because more than ``max_failures`` had already failed
 
-    def add_error(self, msg: str, timed_out: bool) -> None:
+    def add_error(self, msg: str, timed_out: bool, skipped: bool = False) -> None:
+        if skipped:
+            self.skipped += 1
+            return
         if timed_out:
             self.timeouts += 1
         else:
@@ -165,33 +170,48 @@ class ScoringPool:
             self._stop_all()
 
     # -- the public call
-    def map(self, fn: Callable, calls: Sequence[Call], timeout_s: float | None = 5.0) -> list[CallResult]:
-        """Run ``fn(*args, **kwargs)`` for every (args, kwargs) in ``calls``; one result each, in order."""
-        results, _ = self.map_with_stats(fn, calls, timeout_s)
+    def map(self, fn: Callable, calls: Sequence[Call], timeout_s: float | None = 5.0,
+            max_failures: int | None = None) -> list[CallResult]:
+        """Run ``fn(*args, **kwargs)`` for every (args, kwargs) in ``calls``; one result each, in order.
+
+        ``max_failures``: once more calls than this have failed (raised, timed out), the calls not
+        yet started are not run and get a failed result with ``skipped=True``: a function that
+        always hangs costs ``max_failures + 1`` timeouts, not one per call."""
+        results, _ = self.map_with_stats(fn, calls, timeout_s, max_failures)
         return results
 
     def map_with_stats(
-        self, fn: Callable, calls: Sequence[Call], timeout_s: float | None = 5.0
+        self, fn: Callable, calls: Sequence[Call], timeout_s: float | None = 5.0, max_failures: int | None = None
     ) -> tuple[list[CallResult], PoolStats]:
         """Like :meth:`map`, also returning the :class:`PoolStats` counters."""
         t0 = time.perf_counter()
         if self.n_workers <= 0:
-            results = [_run_call(fn, a, k) for a, k in calls]
+            results = []
+            for a, k in calls:
+                if max_failures is not None and sum(not r.ok for r in results) > max_failures:
+                    results.append(_skipped(max_failures))
+                else:
+                    results.append(_run_call(fn, a, k))
         else:
             with self._lock:
-                results = self._dispatch(self._ensure(fn), calls, timeout_s)
+                results = self._dispatch(self._ensure(fn), calls, timeout_s, max_failures)
         stats = PoolStats(calls=len(calls))
         for r in results:
             if not r.ok:
-                stats.add_error(r.error or "", r.timed_out)
+                stats.add_error(r.error or "", r.timed_out, r.skipped)
         stats.wall_s = time.perf_counter() - t0
         return results, stats
 
-    def _dispatch(self, key: tuple, calls: Sequence[Call], timeout_s: float | None) -> list[CallResult]:
+    def _dispatch(self, key: tuple, calls: Sequence[Call], timeout_s: float | None,
+                  max_failures: int | None = None) -> list[CallResult]:
         results: list[CallResult | None] = [None] * len(calls)
         todo = list(range(len(calls)))[::-1]
         busy: dict[_Worker, tuple[int, float]] = {}  # worker -> (call index, deadline)
+        failed = 0
         while todo or busy:
+            if max_failures is not None and failed > max_failures:
+                while todo:  # give up: the rest are not run
+                    results[todo.pop()] = _skipped(max_failures)
             for w in [w for w in self._workers if w not in busy]:
                 if not todo:
                     break
@@ -200,6 +220,7 @@ class ScoringPool:
                     w.conn.send((key, *calls[i]))
                 except Exception as e:  # noqa: BLE001 - unpicklable argument or dead worker
                     results[i] = CallResult(False, error=f"could not send call: {_error_text(e)}")
+                    failed += 1
                     if not w.proc.is_alive():
                         self._replace(w)
                     continue
@@ -217,11 +238,17 @@ class ScoringPool:
                         results[i] = CallResult(False, error=f"worker died: {_error_text(e)}")
                         self._replace(w)
                     del busy[w]
+                    failed += not results[i].ok
                 elif time.monotonic() >= deadline:
                     results[i] = CallResult(False, error=f"timeout after {timeout_s}s", timed_out=True)
                     self._replace(w)
                     del busy[w]
+                    failed += 1
         return results  # type: ignore[return-value]
+
+
+def _skipped(max_failures: int) -> CallResult:
+    return CallResult(False, error=f"not run: more than {max_failures} calls had already failed", skipped=True)
 
 
 _POOLS: dict[int, ScoringPool] = {}

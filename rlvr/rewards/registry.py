@@ -97,9 +97,12 @@ def format_reward(prompts: list[str], completions: list, **_: Any) -> list[float
 
 # ----------------------------------------------------------------------------- scoring
 def _as_score(value: Any, n: int) -> tuple[list[float | None] | None, str | None]:
-    """Check one call's return value: a list of n finite numbers or None."""
+    """Check one call's return value: a sequence (list, tuple, NumPy array, tensor: anything with
+    ``tolist`` that gives a list) of n finite numbers or None."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()  # NumPy arrays and tensors, as TRL accepts them; a 0-d one is a scalar
     if not isinstance(value, (list, tuple)):
-        return None, f"reward function returned {type(value).__name__}, expected a list"
+        return None, f"reward function returned {type(value).__name__}, expected a list of {n} scores"
     if len(value) != n:
         return None, f"reward function returned {len(value)} scores for {n} completions"
     out: list[float | None] = []
@@ -117,12 +120,19 @@ def _as_score(value: Any, n: int) -> tuple[list[float | None] | None, str | None
     return out, None
 
 
+def allowed_failures(n_calls: int, max_rate: float) -> int:
+    """The most failed calls out of ``n_calls`` that stay within ``max_rate`` (a run stops past it:
+    ``failures / n_calls > max_rate``)."""
+    return int(max_rate * n_calls)
+
+
 def _stats_dict(stats: PoolStats, n_none: int) -> dict:
     return {
         "n": stats.calls,
         "timeouts": stats.timeouts,
         "exceptions": stats.exceptions,
         "none": n_none,
+        "skipped": stats.skipped,
         "errors": list(stats.errors),
         "wall_s": stats.wall_s,
     }
@@ -143,6 +153,7 @@ def score_batch(
     per_sample: bool = True,
     pool: ScoringPool | None = None,
     none_value: float | None = None,
+    max_failures: int | None = None,
 ) -> tuple[list[float], dict]:
     """Score B completions with a TRL-signature ``fn``; exactly one float per completion.
 
@@ -152,8 +163,10 @@ def score_batch(
     each bounded by ``timeout_s``); use ``per_sample=False`` for rewards that need the whole
     batch (majority vote), one call bounded by ``timeout_s``. Failures get ``failure_value``,
     ``None`` scores ``none_value`` (default: ``failure_value``; NaN marks them for TRL's
-    rule). Returns ``(rewards_B, stats)`` with ``stats`` keys ``n``,
-    ``timeouts``, ``exceptions``, ``none``, ``errors`` (first messages), ``wall_s``.
+    rule). ``max_failures``: once more calls than this have raised or timed out, the rest are not
+    run (they score ``failure_value`` and count in ``skipped``): a function that always hangs costs
+    ``max_failures + 1`` timeouts, not B. Returns ``(rewards_B, stats)`` with ``stats`` keys ``n``,
+    ``timeouts``, ``exceptions``, ``skipped``, ``none``, ``errors`` (first messages), ``wall_s``.
     """
     b = len(completions)
     columns = dict(columns or {})
@@ -187,7 +200,7 @@ def score_batch(
             )
         ]
         sizes = [b]
-    results, stats = _pool(pool, workers).map_with_stats(fn, calls, timeout_s)
+    results, stats = _pool(pool, workers).map_with_stats(fn, calls, timeout_s, max_failures)
     rewards: list[float] = []
     n_none = 0
     for res, size in zip(results, sizes):

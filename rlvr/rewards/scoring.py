@@ -31,6 +31,7 @@ from rlvr.rewards.intrinsic import (
     majority_vote_reward,
     proxy_diagnostics,
 )
+from rlvr.rewards.registry import allowed_failures
 from rlvr.rewards.verify import VerifyReport, verify_checked
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict, task_equivalence
 
@@ -48,11 +49,12 @@ def score_rollouts(cfg: RunConfig, task, rb: RolloutBatch, problems: list[Proble
     G = cfg.algo.group_size
     rows = [p for p in problems for _ in range(G)]
     rep = verify_checked(task, rb.texts, rows, failure_value=cfg.train.reward_failure_value,
-                         timeout_s=cfg.reward.timeout_s)
+                         timeout_s=cfg.reward.timeout_s,
+                         max_failures=allowed_failures(len(rows), cfg.train.max_reward_failure_rate))
     handle_reward_failures(rep, cfg.train, where, count)
     reward_B, truth_B, labels_P = compute_rewards(cfg.reward, rb, rep.verdicts, G, task_equivalence(task), rows,
                                                   failure_value=cfg.train.reward_failure_value, where=where,
-                                                  count=count)
+                                                  count=count, max_failure_rate=cfg.train.max_reward_failure_rate)
     if cfg.algo.overlong_cache:
         reward_B = reward_B + overlong_penalty(rb.lengths.cpu(), max_new_tokens, cfg.algo.overlong_cache)
     return ScoredBatch(rb, rep.verdicts, reward_B, truth_B, list(problems), G, labels_P)
@@ -80,12 +82,15 @@ def handle_reward_failures(rep: VerifyReport, tc: TrainConfig, where: str, count
 def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict], G: int,
                     equal: Equal | None = None, rows: list[Problem] | None = None, *,
                     failure_value: float = 0.0, where: str = "", count: Count | None = None,
+                    max_failure_rate: float = 1.0,
                     ) -> tuple[torch.Tensor, torch.Tensor, list[str | None] | None]:
     """-> (reward_B used by the loss, truth_B the verifier's reward, majority label per group or None).
 
     ``equal``: the task's answer equivalence, used to pool votes (majority_vote). ``rows``: the B
     problems, one per completion (needed by ``reward.kind=funcs``, whose failures score
-    ``failure_value`` and are counted with ``count`` and warned about as ``where``)."""
+    ``failure_value`` and are counted with ``count`` and warned about as ``where``; a function whose
+    calls fail (raise, time out, return something other than B finite numbers or None) for more than
+    ``max_failure_rate`` of the B completions stops the run with a UserError, as a verifier does)."""
     truth = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)  # cpu: rewards; step moves adv
     if cfg.kind == "verifier":
         return truth, truth, None
@@ -93,12 +98,21 @@ def compute_rewards(cfg: RewardConfig, rb: RolloutBatch, verdicts: list[Verdict]
         if rows is None:
             raise ValueError("reward.kind=funcs needs the problem of every row")
         reward, st = funcs_reward(cfg.funcs, [p.prompt for p in rows], rb.texts, rows, failure_value=failure_value,
-                                  timeout_s=cfg.timeout_s)
+                                  timeout_s=cfg.timeout_s, max_failure_rate=max_failure_rate)
         if st["failures"]:
+            first = st["errors"][0] if st["errors"] else "?"
             if count is not None:
                 count("reward_failures", st["failures"])
+                if st["timeouts"]:
+                    count("reward_timeouts", st["timeouts"])
             warn(f"{where}: {st['failures']}/{len(rows)} reward function calls failed and were scored "
-                 f"{failure_value} (first: {st['errors'][0] if st['errors'] else '?'})")
+                 f"{failure_value} (first: {first})")
+            for spec, n in st["failures_by_func"].items():
+                if n / len(rows) > max_failure_rate:
+                    raise UserError(f"{where}: reward function {spec!r} failed for {n}/{len(rows)} completions "
+                                    f"(first: {first}), more than train.max_reward_failure_rate="
+                                    f"{max_failure_rate}; fix the reward function or raise "
+                                    "train.max_reward_failure_rate")
         if st["none_all"]:
             warn(f"{where}: every reward function returned None for {st['none_all']}/{len(rows)} completions; "
                  "they score 0")

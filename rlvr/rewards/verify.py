@@ -43,7 +43,8 @@ def _checked(v, row: int, failure_value: float, failures: list) -> Verdict:
 
 
 def verify_checked(task, texts: list[str], problems: list[Problem], *, failure_value: float = 0.0,
-                   timeout_s: float | None = None, workers: int = 2) -> VerifyReport:
+                   timeout_s: float | None = None, workers: int = 2, max_failures: int | None = None,
+                   ) -> VerifyReport:
     """One verdict per completion, in order; never raises on a verifier failure.
 
     A task with ``verify_many(texts, problems) -> list[Verdict]`` (one that bounds and parallelises
@@ -52,7 +53,9 @@ def verify_checked(task, texts: list[str], problems: list[Problem], *, failure_v
     finite Verdict, or (when ``timeout_s`` is set and :func:`needs_timeout`) runs past ``timeout_s``
     seconds in the
     :mod:`rlvr.rewards.pool` worker (killed and replaced) gets ``Verdict(failure_value,
-    "malformed")`` and is listed in ``failures`` with the exception text.
+    "malformed")`` and is listed in ``failures`` with the exception text. ``max_failures`` (the
+    pool path): once more calls than this have failed, the rest are not run and fail too (a
+    verifier that always hangs costs ``max_failures + 1`` timeouts, not one per completion).
     """
     failures: list[tuple[int, str]] = []
     out: list[Verdict] = []
@@ -71,7 +74,8 @@ def verify_checked(task, texts: list[str], problems: list[Problem], *, failure_v
                 out.append(_checked(v, i, failure_value, failures))
         return VerifyReport(out, failures)
     if timeout_s and needs_timeout(task) and texts:
-        results = get_pool(workers).map(task.verify, [((t, p), {}) for t, p in zip(texts, problems)], timeout_s)
+        results = get_pool(workers).map(task.verify, [((t, p), {}) for t, p in zip(texts, problems)], timeout_s,
+                                        max_failures)
         for i, r in enumerate(results):
             if r.ok:
                 out.append(_checked(r.value, i, failure_value, failures))

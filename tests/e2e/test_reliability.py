@@ -199,3 +199,28 @@ def test_bad_rows_and_overlong_prompts_are_skipped_with_counts(tiny_overrides, t
     (tmp_path / "l.jsonl").write_text(json.dumps(long[0]) + "\n")
     with pytest.raises(UserError, match="every train prompt is longer"):
         build_state(too_long, model, tok)
+
+
+def test_a_verifier_that_keeps_failing_is_given_up_on():
+    task = HangingArithmetic()
+    probs = task.problems("train", 6)
+    rep = verify_checked(task, ["hang"] * 6, probs, failure_value=-1.0, timeout_s=0.5, max_failures=1)
+    # both workers time out together (2 > 1 allowed): the other 4 calls are not run; b87d620 ran all 6
+    assert [v.reward for v in rep.verdicts] == [-1.0] * 6 and len(rep.failures) == 6
+    assert rep.timeouts == 2 and sum(m.startswith("not run") for _, m in rep.failures) == 4
+
+
+def test_cli_train_stops_on_a_reward_function_that_always_fails(tiny_overrides, tmp_path):
+    # b87d620: every sample scored 0, one warning per step, exit 0
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("def broken(prompts, completions, **kwargs):\n    raise RuntimeError('always')\n")
+    over = [*tiny_overrides, "model.context=64", "train.steps=3", "algo.prompts_per_step=2", "algo.group_size=2",
+            "sampling.max_new_tokens=8", "sampling.interruption_budget=0", "train.eval_every=0",
+            "train.eval_problems=2", "task.retention_tasks=[]", "reward.kind=funcs",
+            f"reward.funcs=['{rewards}:broken']"]
+    proc = subprocess.run([sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main(sys.argv[1:]))",
+                           "train", "quickstart", *over, "--run-dir", str(tmp_path / "run"), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "error: step 1: reward function" in proc.stderr and "max_reward_failure_rate" in proc.stderr
+    assert "Traceback" not in proc.stderr

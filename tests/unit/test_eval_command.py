@@ -162,3 +162,82 @@ def test_checkpoint_eval_streams_chunks_and_resumes_after_a_kill(tmp_path: Path,
     monkeypatch.setattr(stream, "samples_for", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert main([*cmd, "--seed", "2", "--out", str(tmp_path / "cut2")]) == 0
     assert len(calls) == 3
+
+
+def test_a_resumed_eval_never_mixes_two_models_samples(tmp_path: Path, monkeypatch) -> None:
+    """Killed, then resumed after the checkpoint's weights changed in place: the chunks of the old
+    weights are cleared (b87d620 keyed them by the path and mixed both models' samples, exit 0)."""
+    import torch
+
+    import rlvr.eval.stream as stream
+    from rlvr.config import ModelConfig
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+
+    tok, cfg = CharTokenizer(), ModelConfig(n_layer=1, d_model=32, n_head=2, context=64)
+    monkeypatch.setattr(stream, "ROWS_PER_CHUNK", 8)
+    cmd = ["eval", str(tmp_path / "ck"), "--task", "arithmetic", "--n", "4", "--problems", "6"]
+    torch.manual_seed(1)
+    save_policy(TinyGPT(cfg, tok.vocab_size), tok, tmp_path / "ck")  # model B, evaluated whole
+    assert main([*cmd, "--out", str(tmp_path / "b")]) == 0
+    want = (tmp_path / "b" / "samples.jsonl").read_text()
+
+    torch.manual_seed(0)
+    save_policy(TinyGPT(cfg, tok.vocab_size), tok, tmp_path / "ck")  # model A at the same path: killed run
+    real, calls = stream.samples_for, []
+
+    def dies_on_second_chunk(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(stream, "samples_for", dies_on_second_chunk)
+    assert main([*cmd, "--out", str(tmp_path / "cut")]) == 130
+    torch.manual_seed(1)
+    save_policy(TinyGPT(cfg, tok.vocab_size), tok, tmp_path / "ck")  # B again, in place, then resume
+    calls.clear()
+    monkeypatch.setattr(stream, "samples_for", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert main([*cmd, "--out", str(tmp_path / "cut")]) == 0
+    assert len(calls) == 3  # all three chunks sampled again: none of A's kept
+    assert (tmp_path / "cut" / "samples.jsonl").read_text() == want
+
+
+def test_model_fingerprint_follows_content_not_path(tmp_path: Path) -> None:
+    import shutil
+
+    from rlvr.model.fingerprint import model_fingerprint
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "model.safetensors").write_bytes(b"w1")
+    (tmp_path / "a" / "config.json").write_text("{}")
+    fp = model_fingerprint(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "optimizer.pt").write_bytes(b"opt")  # training state: not the model
+    (tmp_path / "b" / "samples.jsonl").write_text("x")
+    assert model_fingerprint(tmp_path / "b") == fp
+    (tmp_path / "b" / "model.safetensors").write_bytes(b"w2")
+    assert model_fingerprint(tmp_path / "b") != fp
+
+
+def test_a_run_checkpoint_is_evaluated_on_the_runs_task(tmp_path: Path, capsys) -> None:
+    """b87d620 demanded --task although the run's config.yaml names it."""
+    import torch
+
+    from rlvr.config import ModelConfig
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    ck = tmp_path / "run" / "checkpoints" / "step_000001"
+    save_policy(TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2, context=64), tok.vocab_size), tok, ck)
+    assert main(["eval", str(ck), "--n", "2", "--problems", "2", "--out", str(tmp_path / "o")]) == 2
+    assert "needs a task" in capsys.readouterr().err  # no run config: still asked for
+    (tmp_path / "run" / "config.yaml").write_text("name: x\ntask:\n  name: countdown\n")
+    assert main(["eval", str(ck), "--n", "2", "--problems", "2", "--out", str(tmp_path / "o")]) == 0
+    assert f"task: countdown (from {tmp_path / 'run' / 'config.yaml'}" in capsys.readouterr().err
+    rows = [json.loads(line) for line in (tmp_path / "o" / "samples.jsonl").read_text().splitlines()]
+    assert rows and all(r["problem_id"].startswith("countdown") for r in rows), rows[0]["problem_id"]

@@ -121,3 +121,108 @@ def test_a_training_step_uses_the_functions(user_file, tmp_path) -> None:
     step = [r for r in rows if r.get("step") == 1][0]
     mean_len = step.get("completion_len_mean", step.get("response_len"))
     assert step["reward"] == pytest.approx(mean_len, rel=0.5) and step["reward"] > 1  # the length, not 0/1
+
+
+BAD_RETURNS = '''
+import time
+
+import numpy as np
+import torch
+
+def as_numpy(prompts, completions, **kwargs):
+    return np.array([float(len(c)) for c in completions])
+
+def as_tensor(prompts, completions, **kwargs):
+    return torch.tensor([2.0 for _ in completions])
+
+def as_tuple(prompts, completions, **kwargs):
+    return tuple(0.5 for _ in completions)
+
+def as_scalar(prompts, completions, **kwargs):
+    return 1.0
+
+def as_nan(prompts, completions, **kwargs):
+    return [float("nan") for _ in completions]
+
+def hangs(prompts, completions, **kwargs):
+    time.sleep(60)
+    return [1.0 for _ in completions]
+
+def raises(prompts, completions, **kwargs):
+    raise RuntimeError("always")
+'''
+
+
+@pytest.fixture
+def bad_file(tmp_path):
+    path = tmp_path / "bad_rewards.py"
+    path.write_text(BAD_RETURNS)
+    return str(path)
+
+
+def test_any_finite_numeric_sequence_is_a_score(bad_file) -> None:
+    probs = _problems(["a", "b"])
+    for name, want in (("as_numpy", [3.0, 1.0]), ("as_tensor", [2.0, 2.0]), ("as_tuple", [0.5, 0.5])):
+        reward, st = rf.funcs_reward([f"{bad_file}:{name}"], ["q", "q"], ["abc", "d"], probs, workers=0)
+        assert reward.tolist() == want and st["failures"] == 0, name  # b87d620: a NumPy array was a failure
+    for name in ("as_scalar", "as_nan"):
+        reward, st = rf.funcs_reward([f"{bad_file}:{name}"], ["q", "q"], ["abc", "d"], probs, workers=0,
+                                     failure_value=-1.0)
+        assert reward.tolist() == [-1.0, -1.0] and st["failures_by_func"][f"{bad_file}:{name}"] == 2, name
+
+
+def _scored(funcs, n=8, rate=0.5):
+    from rlvr.config import RewardConfig
+    from rlvr.rewards.scoring import compute_rewards
+    from rlvr.types import Verdict
+
+    class Rollouts:
+        texts = ["c"] * n
+
+    cfg = RewardConfig(kind="funcs", funcs=tuple(funcs), timeout_s=0.5)
+    return compute_rewards(cfg, Rollouts(), [Verdict(0.0, "wrong")] * n, 2, rows=_problems(["a"] * n),
+                           where="step 1", max_failure_rate=rate)
+
+
+@pytest.mark.filterwarnings("ignore:step 1:RuntimeWarning")
+@pytest.mark.parametrize("name", ["raises", "as_nan", "as_scalar"])
+def test_a_function_failing_past_the_rate_stops_the_run(bad_file, name) -> None:
+    # b87d620: every sample scored 0, a warning, and the run went on (exit 0)
+    with pytest.raises(UserError, match=f"{name}'? failed for 8/8 completions.*max_reward_failure_rate=0.5"):
+        _scored([f"{bad_file}:{name}"])
+    reward, _, _ = _scored([f"{bad_file}:{name}"], rate=1.0)  # allowed: scored the failure value
+    assert reward.tolist() == [0.0] * 8
+
+
+@pytest.mark.filterwarnings("ignore:step 1:RuntimeWarning")
+def test_a_hanging_function_costs_a_few_timeouts_not_one_per_sample(bad_file) -> None:
+    spec = f"{bad_file}:hangs"
+    reward, st = rf.funcs_reward([spec], ["q"] * 8, ["c"] * 8, _problems(["a"] * 8), timeout_s=0.5,
+                                 max_failure_rate=0.25)
+    # 2 failures allowed: the pool gives up once 3 have timed out (2 workers: 3 or 4 ran); b87d620: 8 timeouts
+    assert st["failures_by_func"][spec] == 8 and 3 <= st["timeouts"] <= 4
+    with pytest.raises(UserError, match="hangs'? failed for 8/8"):
+        _scored([spec], n=8, rate=0.25)
+
+
+def test_the_pool_gives_up_after_max_failures() -> None:
+    from rlvr.rewards.pool import ScoringPool
+
+    def boom(x):
+        raise ValueError(x)
+
+    results, stats = ScoringPool(0).map_with_stats(boom, [((i,), {}) for i in range(6)], max_failures=1)
+    assert [r.skipped for r in results] == [False, False, True, True, True, True]
+    assert (stats.exceptions, stats.skipped) == (2, 4)
+
+
+def test_a_file_that_hangs_at_import_is_refused(tmp_path, monkeypatch) -> None:
+    import time
+
+    path = tmp_path / "sleepy.py"
+    path.write_text("import time\ntime.sleep(30)\n\ndef f(prompts, completions, **kw):\n    return [0.0]\n")
+    monkeypatch.setattr(rf, "IMPORT_TIMEOUT_S", 0.5)
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match="took more than 0.5 s to import"):
+        rf.load(f"{path}:f")
+    assert time.monotonic() - t0 < 5

@@ -16,6 +16,7 @@ import numpy as np
 
 from rlvr.errors import UserError
 from rlvr.eval.entropy import answer_entropy, token_entropy
+from rlvr.eval.majority import maj_at_k
 from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_difference_ci, pass_at_k_matrix
 from rlvr.eval.samples import group_by_problem, is_correct
 from rlvr.eval.support import (
@@ -27,7 +28,7 @@ from rlvr.eval.support import (
     support_counts,
     support_rates,
 )
-from rlvr.rewards.intrinsic import majority_vote_reward
+from rlvr.rewards.intrinsic import answer_clusters, majority_vote_reward
 
 Row = Mapping[str, Any]
 Equal = Callable[[str, str], bool]
@@ -58,6 +59,25 @@ def _diversity(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
         if any("completion" in r for r in rows):
             traces.append(distinct_correct([r.get("completion") for r in rows], ok))
     return {"distinct_correct_answers": _mean(answers), "distinct_correct_traces": _mean(traces)}
+
+
+def _maj_at_k(groups: Mapping[str, Sequence[Row]], ks: Sequence[int], equal: Equal | None = None,
+              ) -> dict[str, float] | None:
+    """Unbiased maj@k for each k (mean over problems; :func:`rlvr.eval.majority.maj_at_k`): the
+    expected accuracy of a majority vote over k of a problem's samples, ties shared. An answer class
+    (answers pooled by ``equal``) is correct when one of its samples is. None without answers."""
+    if not any("answer" in r for g in groups.values() for r in g):
+        return None
+    total = np.zeros(len(ks))
+    for rows in groups.values():
+        labels, reps, _ = answer_clusters([r.get("answer") for r in rows], equal)
+        sizes, correct = [0] * len(reps), [False] * len(reps)
+        for c, r in zip(labels, rows):
+            if c is not None:
+                sizes[c] += 1
+                correct[c] = correct[c] or is_correct(r)
+        total += maj_at_k(sizes, correct, labels.count(None), ks)
+    return {str(k): float(v) for k, v in zip(ks, total / len(groups))}
 
 
 def _majority(groups: Mapping[str, Sequence[Row]], equal: Equal | None = None) -> dict[str, float | None]:
@@ -139,6 +159,7 @@ def summarize(
         "accuracy_histogram": accuracy_histogram(n_per, c_per),
         **_diversity(groups),
         **_majority(groups, equal),
+        "maj_at_k": _maj_at_k(groups, ks, equal),
         "notes": notes,
     }
 

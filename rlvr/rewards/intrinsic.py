@@ -122,35 +122,49 @@ def sequence_probability_reward(logp_B_T: torch.Tensor, mask: torch.Tensor) -> t
     return total.exp()
 
 
+def answer_clusters(
+    group: Sequence[str | None], equal: Callable[[str, str], bool] | None
+) -> tuple[list[int | None], list[str], list[int]]:
+    """Cluster one group's answers: (cluster of each sample, None where unparsable; each cluster's
+    stripped representative, its first-seen answer; the index in the group of that answer).
+
+    Answers are taken in group order; each distinct stripped answer joins the first cluster whose
+    representative it is equivalent to (``equal``; None: equal stripped strings), or starts a new
+    one. ``equal`` runs once per distinct answer and representative."""
+    keys = [None if a is None else a.strip() for a in group]
+    reps: list[str] = []
+    first: list[int] = []
+    cluster: dict[str, int] = {}  # distinct stripped answer -> its cluster
+    for i, k in enumerate(keys):
+        if k is None or k in cluster:
+            continue
+        # the first cluster whose representative it is equivalent to, in creation order
+        c = next((j for j, r in enumerate(reps) if equal(k, r)), None) if equal is not None else None
+        if c is None:
+            c = len(reps)
+            reps.append(k)
+            first.append(i)
+        cluster[k] = c
+    return [None if k is None else cluster[k] for k in keys], reps, first
+
+
 def _vote(
     group: Sequence[str | None], equal: Callable[[str, str], bool] | None
 ) -> tuple[list[bool], str | None, float]:
     """One group's majority vote: (equivalent to the majority per sample, majority answer, label share)."""
-    keys = [None if a is None else a.strip() for a in group]
-    reps: list[str] = []  # stripped representative of each cluster: its first-seen answer
-    first: list[int] = []  # index in the group of that answer
-    counts: list[int] = []
-    cluster: dict[str, int] = {}  # distinct stripped answer -> its cluster (equal runs once per answer)
-    for i, k in enumerate(keys):
-        if k is None:
-            continue
-        c = cluster.get(k)
-        if c is None:
-            # the first cluster whose representative it is equivalent to, in creation order
-            c = next((j for j, r in enumerate(reps) if equal(k, r)), None) if equal is not None else None
-            if c is None:
-                c = len(reps)
-                reps.append(k)
-                first.append(i)
-                counts.append(0)
-            cluster[k] = c
-        counts[c] += 1
+    labels, reps, first = answer_clusters(group, equal)
+    counts = [0] * len(reps)
+    for c in labels:
+        if c is not None:
+            counts[c] += 1
     if not counts:
         return [False] * len(group), None, 0.0
     w = max(range(len(counts)), key=lambda j: (counts[j], -j))  # most votes; ties: created first
     # An answer placed in cluster c was compared with the representatives 0..c (all but c unequal), so
     # its equivalence to the majority's representative is known unless its cluster is older (c < w).
-    agrees = {k: c == w or (c < w and equal is not None and bool(equal(k, reps[w]))) for k, c in cluster.items()}
+    keys = [None if a is None else a.strip() for a in group]
+    agrees = {k: c == w or (c < w and equal is not None and bool(equal(k, reps[w])))
+              for k, c in dict(zip(keys, labels)).items() if k is not None}
     return [k is not None and agrees[k] for k in keys], group[first[w]], counts[w] / sum(counts)
 
 

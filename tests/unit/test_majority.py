@@ -1,0 +1,87 @@
+"""Unbiased maj@k (rlvr.eval.majority) against brute-force enumeration of every k-subset."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.eval.majority import maj_at_k
+from rlvr.eval.summary import summarize
+
+
+def brute(sizes, correct, unparsable, k) -> float:
+    """Mean over all k-subsets of the majority vote's accuracy, ties shared equally."""
+    labels = [j for j, m in enumerate(sizes) for _ in range(m)] + [None] * unparsable
+    total, count = 0.0, 0
+    for subset in itertools.combinations(range(len(labels)), k):
+        votes: dict[int, int] = {}
+        for i in subset:
+            if labels[i] is not None:
+                votes[labels[i]] = votes.get(labels[i], 0) + 1
+        count += 1
+        if votes:
+            top = max(votes.values())
+            winners = [j for j, v in votes.items() if v == top]
+            total += sum(correct[j] for j in winners) / len(winners)
+    return total / count
+
+
+def test_equals_brute_force_enumeration_to_1e_12():
+    rng = random.Random(0)
+    cases = 0
+    while cases < 120:
+        sizes = [rng.randint(1, 4) for _ in range(rng.randint(1, 5))]
+        correct = [rng.random() < 0.4 for _ in sizes]
+        unparsable = rng.randint(0, 3)
+        n = sum(sizes) + unparsable
+        if n > 12:
+            continue
+        cases += 1
+        ks = list(range(1, n + 1))
+        want = [brute(sizes, correct, unparsable, k) for k in ks]
+        np.testing.assert_allclose(maj_at_k(sizes, correct, unparsable, ks), want, rtol=0, atol=1e-12)
+
+
+def test_hand_computed_cases():
+    # k = 1: one random sample votes alone: the share of samples in correct classes
+    assert maj_at_k([3, 5, 2], [False, True, True], 2, [1])[0] == pytest.approx(7 / 12, abs=1e-15)
+    # n = 3, classes {a: 2 correct, b: 1}: of the 3 pairs, (a, a) wins, (a, b) twice ties -> 1/2 each
+    assert maj_at_k([2, 1], [True, False], 0, [2])[0] == pytest.approx((1 + 0.5 + 0.5) / 3, abs=1e-15)
+    # k = n: the vote of all samples, ties shared; nothing parsable -> 0
+    assert maj_at_k([2, 2, 1], [True, False, True], 1, [6])[0] == 0.5
+    assert maj_at_k([], [], 4, [1, 4]).tolist() == [0.0, 0.0]
+
+
+def test_large_n_stays_in_range_and_matches_the_vote_at_n():
+    sizes = [400, 300, 200, 24]
+    got = maj_at_k(sizes, [False, True, False, False], 100, [1, 64, 1024])
+    assert got[0] == pytest.approx(300 / 1024, abs=1e-12)
+    assert 0.0 <= got[1] < 0.5 and got[2] == 0.0  # the 400-class wins the full vote
+
+
+@pytest.mark.parametrize(("sizes", "correct", "unparsable", "ks"), [
+    ([2, 0], [True, False], 0, [1]),
+    ([2], [True, False], 0, [1]),
+    ([2], [True], 0, [3]),
+    ([2], [True], 0, [0]),
+])
+def test_bad_input_is_refused(sizes, correct, unparsable, ks):
+    with pytest.raises(UserError):
+        maj_at_k(sizes, correct, unparsable, ks)
+
+
+def test_summary_reports_maj_at_k_for_every_k():
+    rows = []
+    for p, answers in enumerate((["1", "1", "2", None], ["3", "4", "4", "4"])):
+        gold = ("1", "3")[p]
+        rows += [{"problem_id": f"p{p}", "completion": str(a), "answer": a, "correct": a == gold,
+                  "reward": float(a == gold)} for a in answers]
+    out = summarize(rows)
+    assert set(out["maj_at_k"]) == {"1", "2", "4"}
+    want = [np.mean([brute([2, 1], [True, False], 1, k), brute([1, 3], [True, False], 0, k)]) for k in (1, 2, 4)]
+    np.testing.assert_allclose([out["maj_at_k"][k] for k in ("1", "2", "4")], want, atol=1e-12)
+    assert out["maj_at_k"]["4"] == out["majority_accuracy"] == 0.5  # no ties at n: the two agree

@@ -70,11 +70,12 @@ def list_experiments() -> None:
     for n in names():
         e = load(n)
         full = f"{e.minutes:8.0f}" if e.minutes else f"{'?':>8s}"
-        print(f"{n:14s} {full} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
-        for i, (evals, minutes, seeds) in enumerate(e.parts, 1):
+        print(f"{n:14s} {full} {e.quick.minutes:9.0f} {len(e.claims):6d}  {e.title}")
+        for i, part in enumerate(e.parts, 1):
+            seeds = part.seeds
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
-            cost = f"{minutes:.0f} min" if minutes else "not measured yet"
-            print(f"  --part {i}: {cost}, evaluations {', '.join(evals)}{which}")
+            cost = f"{part.minutes:.0f} min" if part.minutes else "not measured yet"
+            print(f"  --part {i}: {cost}, evaluations {', '.join(part.evaluations)}{which}")
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 
@@ -155,5 +156,5 @@ def run(args) -> int:
     if args.publish:
         from rlvr.experiments.page import publish
 
-        print(f"published: {publish(out, Path('docs/reproductions'), exp.archive_series)}")
+        print(f"published: {publish(out, Path('docs/reproductions'), exp.archive.series)}")
     return 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvr.config import ConfigError
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
@@ -51,39 +52,40 @@ class Measure:
     describe: Callable[[dict], str]
 
     def check(self, args: dict, evals: dict, models: dict, where: str) -> None:
-        """Declaration-time check: the arguments exist and name declared evaluations/models."""
+        """Declaration-time check: the arguments exist and name declared evaluations/models (ConfigError
+        naming the key under ``where``, e.g. ``claims[3].args.eval``)."""
         missing = [a for a in self.required if a not in args]
         if missing:
-            raise UserError(f"{where}.args: missing {', '.join(missing)}")
+            raise ConfigError(f"{where}.args: missing {', '.join(missing)}")
         ev = evals.get(args["eval"])
         if ev is None:
-            raise UserError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
+            raise ConfigError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
         # evaluations with the same protocol share their cells (every dynamics evaluation reads the same
         # runs): a claim may compare models that different evaluations (different parts) list
         pool = {m for e in evals.values() if ev.same_cells(e) for m in e.models}
         for key in ("model", "against", "reference"):
             if key in args and args[key] not in pool:
-                raise UserError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']} "
-                                "or an evaluation with its protocol")
+                raise ConfigError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']} "
+                                  "or an evaluation with its protocol")
         if "arms" in args:  # a scan over runs
             if not isinstance(args["arms"], list) or not args["arms"]:
-                raise UserError(f"{where}.args.arms: a non-empty list of models")
+                raise ConfigError(f"{where}.args.arms: a non-empty list of models")
             for m in args["arms"]:
                 if m not in pool:
-                    raise UserError(f"{where}.args.arms: {m!r} is not evaluated by {args['eval']} or an "
-                                    "evaluation with its protocol")
+                    raise ConfigError(f"{where}.args.arms: {m!r} is not evaluated by {args['eval']} or an "
+                                      "evaluation with its protocol")
         if "pairs" in args:  # association measures: per checkpoint [model, ..., its start model]
             if not args["pairs"] or not all(isinstance(p, list) and len(p) >= 2 for p in args["pairs"]):
-                raise UserError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")
+                raise ConfigError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")
             dyn = evals.get(args.get("dynamics", ""))
             for p in args["pairs"]:
                 named = p[1:] if dyn is not None else p  # an intrinsic run (first) is read by `dynamics`
                 for m in named:
                     if m not in pool:
-                        raise UserError(f"{where}.args.pairs: {m!r} is not evaluated by {args['eval']} or an "
-                                        "evaluation with its protocol")
+                        raise ConfigError(f"{where}.args.pairs: {m!r} is not evaluated by {args['eval']} or an "
+                                          "evaluation with its protocol")
                 if dyn is not None and p[0] not in dyn.models:
-                    raise UserError(f"{where}.args.pairs: {p[0]!r} is not evaluated by {args['dynamics']}")
+                    raise ConfigError(f"{where}.args.pairs: {p[0]!r} is not evaluated by {args['dynamics']}")
 
 
 def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:

@@ -1,7 +1,14 @@
 """An experiment declared in YAML (``rlvr/configs/experiments/NAME.yaml``): models to train,
 evaluations to run on them, claims to check, and the miniature (``quick``) form.
 
-Schema (every key checked at load; unknown keys are errors)::
+The declaration is the dataclasses below, read by the same strict loader as run configs
+(:func:`rlvr.config.load_declaration`): unknown keys fail with a did-you-mean, wrong types and
+out-of-range values fail, each naming the file and the full key
+(``experiments/boundary.yaml: models.rl.start: must be in (0, 1] (got 1.5)``). Each class checks
+itself (``RANGES``: the valid range of each numeric field); :class:`Experiment` checks what its
+parts name (models, evaluations, parts, claims' args).
+
+Schema (each key is a field below, with its docstring)::
 
     name: boundary                       # = the file name
     title: Does RL expand the reasoning boundary?
@@ -28,36 +35,60 @@ Schema (every key checked at load; unknown keys are errors)::
     deviations: [...]                    # every deviation from the papers' protocol, and why
     notes: [...]                         # optional: what the full run showed, why a claim failed
     quick: {overrides: [...], seeds: 2, n: 8, problems: 6}
+    archive: {series: [step, ...]}       # optional: the series a published dynamics cell keeps
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-import yaml
-
+from rlvr.config import (
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SET_BY_CODE,
+    ConfigError,
+    Range,
+    at_least,
+    check,
+    check_ranges,
+    load_declaration,
+    read_yaml,
+)
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import EXPECTS
 from rlvr.tasks.registry import list_tasks
 
 KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel", "rl_steps")
-EVAL_KINDS = ("samples", "weights", "dynamics")
 """Model kinds: the pretrained base; RL with the config's recipe (the train loop); SFT on one or
 all gold traces; SFT on a teacher model's verified-right samples; SFT then RL (half the budget
 each); parallel averaging of the SFT and RL updates; RL for ``excursions.steps`` optimiser steps, the
 budget of the others (docs/methods/excursions.md)."""
+EVAL_KINDS = ("samples", "weights", "dynamics")
+"""Evaluation kinds: sample and score; weight-space measures at every kept checkpoint; an RL model's
+per-step training series (see :attr:`EvalSpec.kind`)."""
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
+    """A model to train (or the pretrained base), one per seed where ``seeded``."""
+
     name: str
+    """Its key under ``models:``."""
     kind: str
+    """One of :data:`KINDS`."""
     seeded: bool = False
+    """Train one model per seed (``train.seed``); otherwise one model serves every seed."""
     overrides: tuple[str, ...] = ()
+    """Config overrides of this model, after the experiment's."""
     teacher: str = ""
+    """A distill model's teacher: a model declared before it (only a distill model has one)."""
     milestones: int = 0
     """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
     evaluations with milestones and weights evaluations (the final model is not counted)."""
@@ -68,15 +99,34 @@ class ModelSpec:
     """The base model (a declared model of kind ``base``, e.g. one pretrained with another corpus mix
     or size) a trained model starts from; its architecture comes from that checkpoint."""
 
+    RANGES: ClassVar[dict[str, Range]] = {"milestones": NON_NEGATIVE, "start": FRACTION}
 
-@dataclass(frozen=True)
+    def __post_init__(self):
+        check_ranges(self, self.RANGES)
+        check(self.kind in KINDS, "kind", f"unknown {self.kind!r}; use one of {', '.join(KINDS)}")
+        check((self.kind == "distill") == bool(self.teacher), "",
+              "a distill model needs a teacher (and only it has one)")
+        check(self.kind != "base" or not self.seeded, "", "a base model is pretrained once; it cannot be seeded")
+        check(self.kind != "base" or self.base == "base", "base",
+              "a base model takes no base (give it overrides or a start)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvalSpec:
+    """An evaluation: a sampling protocol (or a weights / dynamics reading) run on some models."""
+
     name: str
+    """Its key under ``evaluations:``."""
     temperature: float
-    top_p: float
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
     n: int
+    """Samples per problem."""
     problems: int
+    """Held-out problems."""
     models: tuple[str, ...]
+    """The declared models it evaluates."""
     perplexity: int = 0
     """Score this many samples per problem of each model under the base (0 = skip)."""
     milestones: bool = False
@@ -87,13 +137,35 @@ class EvalSpec:
     temperature, top_p, n, problems then set the KL's samples); ``dynamics``: an RL model's per-step
     training series (:mod:`rlvr.experiments.dynamics_eval`; nothing sampled)."""
     k: float = 0.05
-    """``weights``: singular directions kept per matrix, a fraction of its rank (or an integer >= 1)."""
+    """``weights``: singular directions kept per matrix, a fraction of its rank in (0, 1] or a whole
+    number > 1 of directions (:attr:`directions`)."""
     task: str = ""
     """``samples``: evaluate on this task instead of the experiment's (built with the pretraining
     corpus's knobs for it, ``pretrain.task_knobs``: a general-ability retention task, e.g. strings)."""
     offset: int = 0
     """``samples``: skip the first ``offset`` held-out problems (a validation block for tuning,
     disjoint from the evaluations that start at 0)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "temperature": NON_NEGATIVE, "top_p": FRACTION, "n": at_least(1), "problems": at_least(1),
+        "perplexity": NON_NEGATIVE, "k": POSITIVE, "offset": NON_NEGATIVE,
+    }
+
+    def __post_init__(self):
+        check_ranges(self, self.RANGES)
+        check(self.kind in EVAL_KINDS, "kind", f"unknown {self.kind!r}; use one of {', '.join(EVAL_KINDS)}")
+        check(self.k <= 1 or float(self.k).is_integer(), "k",
+              f"{self.k} is neither a fraction in (0, 1] nor an integer")
+        check(not self.task or self.task in list_tasks(), "task",
+              f"unknown task {self.task!r}; use one of {', '.join(list_tasks())}")
+        check(self.kind == "samples" or not (self.perplexity or self.milestones or self.task or self.offset), "",
+              f"a {self.kind} evaluation takes no perplexity, milestones, task or offset")
+
+    @property
+    def directions(self) -> int | float:
+        """``k`` as :func:`rlvr.analysis.updates.resolve_k` reads it: a fraction of rank (float <= 1)
+        or a number of directions (int)."""
+        return int(self.k) if self.k > 1 else float(self.k)
 
     def same_cells(self, other: EvalSpec) -> bool:
         """Whether ``other`` shares this evaluation's cells (the same protocol; every dynamics
@@ -104,46 +176,170 @@ class EvalSpec:
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClaimSpec:
+    """A claim of a paper and the measure that checks it."""
+
     id: str
+    """Short name (the page's anchor)."""
     claim: str
+    """The claim in one sentence."""
     paper: str
+    """Where the paper shows it (figure, table)."""
     measure: str
+    """A registered measure (:data:`rlvr.experiments.measures.MEASURES`)."""
     args: dict
+    """The measure's arguments (evaluations and models it reads; checked by the measure)."""
     expect: str
+    """The claimed direction of the measured quantity: positive | negative."""
+
+    def __post_init__(self):
+        check(self.measure in MEASURES, "measure",
+              f"unknown {self.measure!r}; use one of {', '.join(sorted(MEASURES))}")
+        check(self.expect in EXPECTS, "expect", f"use one of {', '.join(EXPECTS)}")
 
 
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    title: str
-    config: str
-    seeds: int
-    minutes: float
-    models: dict[str, ModelSpec]
-    evaluations: dict[str, EvalSpec]
-    claims: tuple[ClaimSpec, ...]
-    papers: dict = field(default_factory=dict)
+@dataclass(frozen=True, kw_only=True)
+class PartSpec:
+    """A part of a long experiment (``--part N``): some evaluations, with the models they need."""
+
+    evaluations: tuple[str, ...]
+    """The evaluations it runs."""
+    minutes: float = 0.0
+    """Measured wall minutes."""
+    seeds: tuple[int, ...] = ()
+    """Train and evaluate only these seeds of the seeded models (empty: every seed)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {"minutes": NON_NEGATIVE, "seeds": NON_NEGATIVE}
+
+    def __post_init__(self):
+        check_ranges(self, self.RANGES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuickSpec:
+    """The miniature form (``--quick``): it checks the machinery in minutes."""
+
     overrides: tuple[str, ...] = ()
+    """Config overrides applied after every model's own (the miniature settings)."""
+    seeds: int = 0
+    """Seeds; 0 = the experiment's, at most 2."""
+    n: int = 8
+    """Cap on every evaluation's samples per problem (and perplexity samples)."""
+    problems: int = 6
+    """Cap on every evaluation's problems."""
+    minutes: float = 3.0
+    """Measured wall minutes of the quick form."""
+
+    RANGES: ClassVar[dict[str, Range]] = {"seeds": NON_NEGATIVE, "n": at_least(1), "problems": at_least(1),
+                                          "minutes": NON_NEGATIVE}
+
+    def __post_init__(self):
+        check_ranges(self, self.RANGES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchiveSpec:
+    """What a published record keeps (:mod:`rlvr.experiments.archive`)."""
+
+    series: tuple[str, ...] = ()
+    """The series a published dynamics cell keeps (empty: the whole cell), so the committed record of
+    a long experiment stays small; includes ``step``."""
+
+    def __post_init__(self):
+        check(not self.series or "step" in self.series, "series",
+              f"{list(self.series)!r}; a list of series names that includes step")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    """A declared experiment (one YAML file)."""
+
+    name: str
+    """The file's name."""
+    title: str
+    """The page's title."""
+    papers: dict[str, str] = field(default_factory=dict)
+    """Short name -> citation of each paper it reproduces."""
+    config: str = "quickstart"
+    """The base config of every model (a built-in name or a path)."""
+    overrides: tuple[str, ...] = ()
+    """Config overrides of every model."""
+    seeds: int = 3
+    """Seeds of the seeded models (``--seeds`` overrides)."""
+    minutes: float = 0.0
+    """Measured wall minutes of the full run on 2 cores."""
+    parts: tuple[PartSpec, ...] = ()
+    """Its parts; empty = one part, everything. A part that names seeds trains and evaluates only
+    those seeds of its seeded models (an evaluation may then appear in several parts, each with other
+    seeds); every evaluation is in exactly one part, once per seed."""
+    models: dict[str, ModelSpec]
+    """The models, in dependency order; one called ``base`` of kind base is every comparison's reference."""
+    evaluations: dict[str, EvalSpec]
+    """The evaluations."""
+    claims: tuple[ClaimSpec, ...]
+    """The claims checked."""
     protocol: tuple[str, ...] = ()
+    """Sentences for the page."""
     deviations: tuple[str, ...] = ()
+    """Every deviation from the papers' protocol, and why."""
     notes: tuple[str, ...] = ()
     """What a full run showed beyond the verdicts, and why a claim failed (written after the run;
     the page prints them under the table they read)."""
-    quick: dict = field(default_factory=dict)
-    parts: tuple[tuple[tuple[str, ...], float, tuple[int, ...]], ...] = ()
-    """(evaluation names, measured minutes, seeds) of each part; empty = one part, everything.
-    Seeds empty: every seed; else the part trains and evaluates only these seeds of its seeded
-    models (an evaluation may then appear in several parts, each with other seeds)."""
-    last_overrides: tuple[str, ...] = ()
+    quick: QuickSpec = field(default_factory=QuickSpec)
+    """The miniature form's settings (:meth:`quick_form`)."""
+    archive: ArchiveSpec = field(default_factory=ArchiveSpec)
+    """What a published record keeps."""
+    last_overrides: tuple[str, ...] = field(default=(), metadata=SET_BY_CODE)
     """Applied after every model's own overrides (the quick form's miniature settings)."""
-    is_quick: bool = False
+    is_quick: bool = field(default=False, metadata=SET_BY_CODE)
     """The miniature form (:meth:`quick_form`): it checks the machinery, so it trains every model
     whatever the machine (a bf16 model too where bf16 is slow)."""
-    archive_series: tuple[str, ...] = ()
-    """The series a published dynamics cell keeps (``archive: {series: [...]}``; empty: the whole
-    cell), so the committed record of a long experiment stays small (:mod:`rlvr.experiments.archive`)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {"seeds": at_least(1), "minutes": NON_NEGATIVE}
+
+    def __post_init__(self):
+        check_ranges(self, self.RANGES)
+        if not self.is_quick:  # the miniature is cut from a checked declaration (its seeds may be fewer)
+            self._check_models()
+            self._check_evaluations()
+            for i, claim in enumerate(self.claims):
+                MEASURES[claim.measure].check(claim.args, self.evaluations, self.models, f"claims[{i}]")
+            self._check_parts()
+
+    def _check_models(self) -> None:
+        """Teachers and bases are declared before the models that use them; a model called base exists."""
+        seen: dict[str, ModelSpec] = {}
+        for name, model in self.models.items():
+            check(not model.teacher or model.teacher in seen, f"models.{name}.teacher",
+                  f"{model.teacher!r} is not a model declared before it")
+            parent = seen.get(model.base)
+            check(model.kind == "base" or model.base == "base" or (parent is not None and parent.kind == "base"),
+                  f"models.{name}.base", f"{model.base!r} is not a model of kind base declared before it")
+            seen[name] = model
+        check("base" in self.models and self.models["base"].kind == "base", "models",
+              "needs a model called base of kind base (every comparison's reference)")
+
+    def _check_evaluations(self) -> None:
+        for name, ev in self.evaluations.items():
+            for model in ev.models:
+                check(model in self.models, f"evaluations.{name}.models", f"unknown model {model!r}")
+            check(ev.kind != "dynamics" or all(self.models[m].kind == "rl" for m in ev.models),
+                  f"evaluations.{name}", "a dynamics evaluation reads RL runs; its models must be rl")
+
+    def _check_parts(self) -> None:
+        """Every evaluation in exactly one part (once per seed where parts name seeds)."""
+        covered: dict[str, list[int]] = {}
+        for i, part in enumerate(self.parts):
+            for ev in part.evaluations:
+                check(ev in self.evaluations, f"parts[{i}].evaluations", f"unknown evaluation {ev!r}")
+                covered.setdefault(ev, []).extend(part.seeds or range(self.seeds))
+            check(all(s < self.seeds for s in part.seeds), f"parts[{i}].seeds",
+                  f"{list(part.seeds)!r}; use seeds among 0..{self.seeds - 1}")
+        check(not self.parts or (set(covered) == set(self.evaluations)
+                                 and all(sorted(v) == list(range(self.seeds)) for v in covered.values())),
+              "parts", "every evaluation must be in exactly one part (or, for parts that name seeds, once per "
+              f"seed 0..{self.seeds - 1})")
 
     def part_evaluations(self, part: int | None) -> tuple[str, ...]:
         """The evaluations of ``part`` (1-based; None = all)."""
@@ -151,141 +347,33 @@ class Experiment:
             return tuple(self.evaluations)
         if not self.parts or not 1 <= part <= len(self.parts):
             raise UserError(f"{self.name} has {len(self.parts) or 1} part(s); --part must be 1..{len(self.parts) or 1}")
-        return self.parts[part - 1][0]
+        return self.parts[part - 1].evaluations
 
     def part_seeds(self, part: int | None) -> tuple[int, ...]:
         """The seeds ``part`` is limited to (empty: every seed)."""
-        return () if part is None else self.parts[part - 1][2]
+        return () if part is None else self.parts[part - 1].seeds
 
     def quick_form(self) -> Experiment:
         """The miniature: quick overrides appended, fewer seeds, n and problems capped."""
         q = self.quick
-        evals = {k: EvalSpec(**{**e.__dict__, "n": min(e.n, q.get("n", 8)),
-                                "problems": min(e.problems, q.get("problems", 6)),
-                                "perplexity": min(e.perplexity, q.get("n", 8))})
+        evals = {k: dataclasses.replace(e, n=min(e.n, q.n), problems=min(e.problems, q.problems),
+                                        perplexity=min(e.perplexity, q.n))
                  for k, e in self.evaluations.items()}
-        return Experiment(**{**self.__dict__, "last_overrides": tuple(q.get("overrides", ())), "is_quick": True,
-                             "seeds": q.get("seeds", min(2, self.seeds)), "minutes": q.get("minutes", 3),
-                             "evaluations": evals})
+        return dataclasses.replace(self, last_overrides=q.overrides, is_quick=True,
+                                   seeds=q.seeds or min(2, self.seeds), minutes=q.minutes, evaluations=evals)
 
 
-def _keys(d: dict, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:
-    if not isinstance(d, dict):
-        raise UserError(f"{where}: expected a mapping, got {type(d).__name__}")
-    extra, missing = set(d) - allowed, set(required) - set(d)
-    if extra:
-        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(extra))}; allowed: {', '.join(sorted(allowed))}")
-    if missing:
-        raise UserError(f"{where}: missing key(s) {', '.join(sorted(missing))}")
+def source(name: str) -> str:
+    """How errors name the declaration ``name``: ``experiments/NAME.yaml``."""
+    return f"{EXPERIMENTS_DIR.name}/{name}.yaml"
 
 
 def parse(data: dict, name: str) -> Experiment:
-    """Validate a loaded YAML mapping into an :class:`Experiment` (errors name the bad key)."""
-    _keys(data, {"name", "title", "papers", "config", "overrides", "seeds", "minutes", "models", "evaluations",
-                 "claims", "protocol", "deviations", "notes", "quick", "parts", "archive"}, name,
-          {"name", "title", "models", "evaluations", "claims"})
-    if data["name"] != name:
-        raise UserError(f"{name}: name {data['name']!r} differs from the file name")
-    models: dict[str, ModelSpec] = {}
-    for m, md in data["models"].items():
-        _keys(md, {"kind", "seeded", "overrides", "teacher", "milestones", "start", "base"}, f"{name}.models.{m}",
-              {"kind"})
-        if md["kind"] not in KINDS:
-            raise UserError(f"{name}.models.{m}.kind: unknown {md['kind']!r}; use one of {', '.join(KINDS)}")
-        if (md["kind"] == "distill") != bool(md.get("teacher")):
-            raise UserError(f"{name}.models.{m}: a distill model needs a teacher (and only it has one)")
-        if md.get("teacher") and md["teacher"] not in models:
-            raise UserError(f"{name}.models.{m}.teacher: {md['teacher']!r} is not a model declared before it")
-        start = md.get("start", 1.0)
-        if not isinstance(start, (int, float)) or not 0 < start <= 1:
-            raise UserError(f"{name}.models.{m}.start: {start!r} is not a pretraining fraction in (0, 1]")
-        if md["kind"] == "base" and md.get("seeded"):
-            raise UserError(f"{name}.models.{m}: a base model is pretrained once; it cannot be seeded")
-        parent = md.get("base", "base")
-        if md["kind"] != "base" and parent != "base" and (parent not in models or models[parent].kind != "base"):
-            raise UserError(f"{name}.models.{m}.base: {parent!r} is not a model of kind base declared before it")
-        if md["kind"] == "base" and "base" in md:
-            raise UserError(f"{name}.models.{m}: a base model takes no base (give it overrides or a start)")
-        models[m] = ModelSpec(m, md["kind"], bool(md.get("seeded", False)), tuple(md.get("overrides", ())),
-                              md.get("teacher", ""), int(md.get("milestones", 0)), float(start), parent)
-    if "base" not in models or models["base"].kind != "base":
-        raise UserError(f"{name}.models: needs a model called base of kind base (every comparison's reference)")
-    evals: dict[str, EvalSpec] = {}
-    for e, ed in data["evaluations"].items():
-        _keys(ed, {"temperature", "top_p", "n", "problems", "models", "perplexity", "milestones", "kind", "k", "task",
-                   "offset"},
-              f"{name}.evaluations.{e}", {"temperature", "n", "problems", "models"})
-        for m in ed["models"]:
-            if m not in models:
-                raise UserError(f"{name}.evaluations.{e}.models: unknown model {m!r}")
-        if int(ed["n"]) < 1 or int(ed["problems"]) < 1:
-            raise UserError(f"{name}.evaluations.{e}: n and problems must be >= 1")
-        if ed.get("task") and ed["task"] not in list_tasks():
-            raise UserError(f"{name}.evaluations.{e}.task: unknown task {ed['task']!r}; use one of "
-                            f"{', '.join(list_tasks())}")
-        kind = ed.get("kind", "samples")
-        if kind not in EVAL_KINDS:
-            raise UserError(f"{name}.evaluations.{e}.kind: unknown {kind!r}; use one of {', '.join(EVAL_KINDS)}")
-        k = float(ed.get("k", 0.05))
-        if not (0 < k <= 1 or (k > 1 and k.is_integer())):
-            raise UserError(f"{name}.evaluations.{e}.k: {k} is neither a fraction in (0, 1] nor an integer")
-        if kind != "samples" and (ed.get("perplexity") or "milestones" in ed or ed.get("task") or ed.get("offset")):
-            raise UserError(f"{name}.evaluations.{e}: a {kind} evaluation takes no perplexity, milestones, task "
-                            "or offset")
-        if not isinstance(ed.get("offset", 0), int) or ed.get("offset", 0) < 0:
-            raise UserError(f"{name}.evaluations.{e}.offset: {ed['offset']!r}; use an integer >= 0")
-        if kind == "dynamics" and any(models[m].kind != "rl" for m in ed["models"]):
-            raise UserError(f"{name}.evaluations.{e}: a dynamics evaluation reads RL runs; its models must be rl")
-        evals[e] = EvalSpec(e, float(ed["temperature"]), float(ed.get("top_p", 1.0)), int(ed["n"]),
-                            int(ed["problems"]), tuple(ed["models"]), int(ed.get("perplexity", 0)),
-                            bool(ed.get("milestones", False)), kind, int(k) if k > 1 else k, str(ed.get("task", "")),
-                            int(ed.get("offset", 0)))
-    claims = []
-    for i, cd in enumerate(data["claims"]):
-        where = f"{name}.claims[{i}]"
-        _keys(cd, {"id", "claim", "paper", "measure", "args", "expect"}, where,
-              {"id", "claim", "paper", "measure", "args", "expect"})
-        if cd["measure"] not in MEASURES:
-            raise UserError(f"{where}.measure: unknown {cd['measure']!r}; use one of {', '.join(sorted(MEASURES))}")
-        if cd["expect"] not in EXPECTS:
-            raise UserError(f"{where}.expect: use one of {', '.join(EXPECTS)}")
-        MEASURES[cd["measure"]].check(cd["args"], evals, models, where)
-        claims.append(ClaimSpec(cd["id"], cd["claim"], cd["paper"], cd["measure"], dict(cd["args"]), cd["expect"]))
-    parts = _parts(data.get("parts") or [], evals, int(data.get("seeds", 3)), name)
-    quick = data.get("quick") or {}
-    _keys(quick, {"overrides", "seeds", "n", "problems", "minutes"}, f"{name}.quick")
-    archive = data.get("archive") or {}
-    _keys(archive, {"series"}, f"{name}.archive")
-    kept = archive.get("series") or []
-    if not isinstance(kept, list) or not all(isinstance(k, str) for k in kept) or (kept and "step" not in kept):
-        raise UserError(f"{name}.archive.series: {kept!r}; a list of series names that includes step")
-    return Experiment(name, data["title"], data.get("config", "quickstart"), int(data.get("seeds", 3)),
-                      float(data.get("minutes", 0)), models, evals, tuple(claims), dict(data.get("papers") or {}),
-                      tuple(data.get("overrides", ())), tuple(data.get("protocol", ())),
-                      tuple(data.get("deviations", ())), tuple(data.get("notes", ())), dict(quick), tuple(parts),
-                      archive_series=tuple(kept))
-
-
-def _parts(raw: list, evals: dict, seeds: int, name: str) -> list:
-    """Validate ``parts``: every evaluation covered once (once per seed where parts name seeds)."""
-    parts = []
-    for i, pd in enumerate(raw):
-        _keys(pd, {"evaluations", "minutes", "seeds"}, f"{name}.parts[{i}]", {"evaluations"})
-        for e in pd["evaluations"]:
-            if e not in evals:
-                raise UserError(f"{name}.parts[{i}].evaluations: unknown evaluation {e!r}")
-        ss = pd.get("seeds") or []
-        if not all(isinstance(x, int) and 0 <= x < seeds for x in ss):
-            raise UserError(f"{name}.parts[{i}].seeds: {ss!r}; use seeds among 0..{seeds - 1}")
-        parts.append((tuple(pd["evaluations"]), float(pd.get("minutes", 0)), tuple(ss)))
-    covered: dict[str, list[int]] = {}
-    for evs, _, ss in parts:
-        for e in evs:
-            covered.setdefault(e, []).extend(ss or range(seeds))
-    if parts and (set(covered) != set(evals) or any(sorted(v) != list(range(seeds)) for v in covered.values())):
-        raise UserError(f"{name}.parts: every evaluation must be in exactly one part (or, for parts that "
-                        f"name seeds, once per seed 0..{seeds - 1})")
-    return parts
+    """A loaded YAML mapping as an :class:`Experiment` (ConfigError naming the file and the key)."""
+    exp = load_declaration(Experiment, data, source(name))
+    if exp.name != name:
+        raise ConfigError(f"{source(name)}: name: {exp.name!r} differs from the file name")
+    return exp
 
 
 def names() -> list[str]:
@@ -297,13 +385,7 @@ def load(name: str) -> Experiment:
     """The declared experiment ``name`` (a did-you-mean error for an unknown one)."""
     path = EXPERIMENTS_DIR / f"{name}.yaml"
     if not path.exists():
-        import difflib
-
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; declared: {', '.join(names()) or 'none'}"
         raise UserError(f"unknown experiment {name!r}{hint}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({e})") from None
-    return parse(data, name)
+    return parse(read_yaml(path), name)

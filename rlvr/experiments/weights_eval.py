@@ -54,7 +54,7 @@ def policy_kl(model_dir: str, base_dir: str, cfg: RunConfig, task, n_problems: i
 
 def checkpoint_stats(path: str, name: str, base_dir: str, cfg: RunConfig, task, ev, seed: int, final: bool) -> dict:
     """The statistics of one checkpoint (module docstring)."""
-    records, masks = compare_models(base_dir, path, ev.k)
+    records, masks = compare_models(base_dir, path, ev.directions)
     kl = policy_kl(path, base_dir, cfg, task, ev.problems, ev.n, ev.temperature, ev.top_p, seed)
     out = {"name": name, "step": step_of(name), "path": str(path), "update_rel_norm": update_rel_norm(records),
            "kl": sum(kl) / len(kl), "kl_per_problem": kl, "records": records}
@@ -82,6 +82,6 @@ def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunC
         row = checkpoint_stats(path, name, base_dir, cfg, task, ev, seed, is_final)
         atomic_write(f, json.dumps(row))
         rows.append(row)
-    stats = {"kind": "weights", "k": ev.k, "checkpoints": rows}
+    stats = {"kind": "weights", "k": ev.directions, "checkpoints": rows}
     atomic_write(done, json.dumps(stats))
     return stats

@@ -71,7 +71,7 @@ def test_restore_never_overwrites_what_the_folder_has(tmp_path):
 
 def test_the_archived_series_are_declared_with_step():
     data = yaml.safe_load((spec.EXPERIMENTS_DIR / "scalerl.yaml").read_text())
-    assert "heldout_pass_rate" in spec.parse(data, "scalerl").archive_series
-    for bad in ({"series": ["samples"]}, {"series": "step"}, {"keep": ["step"]}):
-        with pytest.raises(UserError, match="archive"):
+    assert "heldout_pass_rate" in spec.parse(data, "scalerl").archive.series
+    for bad, key in (({"series": ["samples"]}, "series"), ({"series": "step"}, "series"), ({"keep": ["step"]}, "keep")):
+        with pytest.raises(UserError, match=rf"^experiments/scalerl\.yaml: archive\.{key}: "):
             spec.parse({**data, "archive": bad}, "scalerl")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
+import typing
 
 import numpy as np
 import pytest
@@ -81,30 +84,67 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
             "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
                         "args": {"eval": "e", "model": "rl", "against": "base", "k": 1}, "expect": "positive"}]}
     assert spec.parse(good, "x").models["rl"].seeded
-    bad = [({"models": {"base": {"kind": "base"}, "rl": {"kind": "rlx"}}}, "kind: unknown 'rlx'"),
-           ({"claims": [{**good["claims"][0], "measure": "nope"}]}, "measure: unknown 'nope'"),
-           ({"claims": [{**good["claims"][0], "args": {"eval": "e", "model": "sft", "against": "base"}}]},
-            "'sft' is not evaluated by e"),
-           ({"evaluations": {"e": {**good["evaluations"]["e"], "colour": 1}}}, "unknown key"),
-           ({"claims": [{**good["claims"][0], "measure": "crossing_scan",
+    ev, claim = good["evaluations"]["e"], good["claims"][0]
+    # every error names the file and the full key
+    bad = [({"models": {"base": {"kind": "base"}, "rl": {"kind": "rlx"}}}, "models.rl.kind: unknown 'rlx'"),
+           ({"claims": [{**claim, "measure": "nope"}]}, "claims[0].measure: unknown 'nope'"),
+           ({"claims": [{**claim, "args": {"eval": "e", "model": "sft", "against": "base"}}]},
+            "claims[0].args.model: 'sft' is not evaluated by e"),
+           ({"evaluations": {"e": {**ev, "colour": 1}}}, "evaluations.e.colour: unknown key"),
+           ({"evaluations": {"e": {**ev, "temprature": 1}}}, "evaluations.e.temprature: unknown key; did you mean "
+                                                             "'temperature'?"),
+           ({"evaluations": {"e": {**ev, "n": "four"}}}, "evaluations.e.n: expected an integer, got 'four'"),
+           ({"evaluations": {"e": {**ev, "n": 0}}}, "evaluations.e.n: must be >= 1 (got 0)"),
+           ({"evaluations": {"e": {**ev, "top_p": 1.5}}}, "evaluations.e.top_p: must be in (0, 1] (got 1.5)"),
+           ({"evaluations": {"e": {k: v for k, v in ev.items() if k != "problems"}}},
+            "evaluations.e.problems: missing (a required key)"),
+           ({"evaluations": {"e": {**ev, "name": "f"}}}, "evaluations.e.name: unknown key"),
+           ({"claims": [{**claim, "measure": "crossing_scan",
                          "args": {"eval": "e", "model": "rl", "arms": ["base", "sft"], "fraction": 0.25}}]},
-            "arms: 'sft' is not evaluated by e"),
-           ({"claims": [{**good["claims"][0], "measure": "crossing_scan",
-                         "args": {"eval": "e", "model": "rl", "arms": [], "fraction": 0.25}}]}, "non-empty list"),
-           ({"models": {"rl": {"kind": "rl"}}}, "needs a model called base"),
-           ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}}, "not a model declared"),
-           ({"models": {**good["models"], "b2": {"kind": "base", "start": 1.5}}}, "not a pretraining fraction"),
-           ({"models": {**good["models"], "b2": {"kind": "base", "seeded": True}}}, "cannot be seeded"),
-           ({"evaluations": {"e": {**good["evaluations"]["e"], "task": "strngs"}}}, "unknown task 'strngs'"),
-           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0]}]}, "once per seed 0..1"),
+            "claims[0].args.arms: 'sft' is not evaluated by e"),
+           ({"claims": [{**claim, "measure": "crossing_scan",
+                         "args": {"eval": "e", "model": "rl", "arms": [], "fraction": 0.25}}]},
+            "claims[0].args.arms: a non-empty list"),
+           ({"claims": [claim, {**claim, "expect": "up"}]}, "claims[1].expect: use one of positive, negative"),
+           ({"models": {"rl": {"kind": "rl"}}}, "models: needs a model called base"),
+           ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}},
+            "models.d.teacher: 't' is not a model declared"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "start": 1.5}}},
+            "models.b2.start: must be in (0, 1] (got 1.5)"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "seeded": True}}}, "models.b2: a base model is "
+                                                                                   "pretrained once"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "milestones": -1}}},
+            "models.b2.milestones: must be >= 0 (got -1)"),
+           ({"evaluations": {"e": {**ev, "task": "strngs"}}}, "evaluations.e.task: unknown task 'strngs'"),
+           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0]}]}, "parts: every evaluation must be in exactly "
+                                                                           "one part (or, for parts that name seeds, "
+                                                                           "once per seed 0..1)"),
            ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [0, 1]}, {"evaluations": ["e"], "seeds": [1]}]},
-            "once per seed"),
-           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [2]}]}, "seeds among 0..1"),
-           ({"models": {**good["models"], "r2": {"kind": "rl", "base": "rl"}}}, "'rl' is not a model of kind base"),
-           ({"models": {**good["models"], "b2": {"kind": "base", "base": "base"}}}, "a base model takes no base")]
+            "parts: every evaluation must be in exactly one part"),
+           ({"seeds": 2, "parts": [{"evaluations": ["e"], "seeds": [2]}]}, "parts[0].seeds: [2]; use seeds among 0..1"),
+           ({"parts": [{"evaluations": ["e"], "minutes": -5}]}, "parts[0].minutes: must be >= 0 (got -5.0)"),
+           ({"quick": {"n": 8, "seed": 1}}, "quick.seed: unknown key; did you mean 'seeds'?"),
+           ({"seeds": 0}, "seeds: must be >= 1 (got 0)"),
+           ({"is_quick": True}, "is_quick: unknown key"),
+           ({"papers": ["yue"]}, "papers: expected a mapping"),
+           ({"models": {**good["models"], "r2": {"kind": "rl", "base": "rl"}}},
+            "models.r2.base: 'rl' is not a model of kind base"),
+           ({"models": {**good["models"], "b2": {"kind": "base", "base": "rl"}}}, "models.b2.base: a base model takes "
+                                                                                 "no base")]
     for change, msg in bad:
-        with pytest.raises(UserError, match=msg):
+        with pytest.raises(UserError, match="^" + re.escape(f"experiments/x.yaml: {msg}")):
             spec.parse({**good, **change}, "x")
+    with pytest.raises(UserError, match=re.escape("experiments/y.yaml: name: 'x' differs from the file name")):
+        spec.parse(good, "y")
+
+
+def test_every_numeric_declaration_field_has_a_range():
+    for cls in (spec.Experiment, spec.ModelSpec, spec.EvalSpec, spec.ClaimSpec, spec.PartSpec, spec.QuickSpec,
+                spec.ArchiveSpec):
+        hints = typing.get_type_hints(cls)
+        numeric = {f.name for f in dataclasses.fields(cls) if f.metadata.get("declared", True)
+                   and (hints[f.name] in (int, float) or hints[f.name] in (tuple[int, ...], tuple[float, ...]))}
+        assert numeric == set(getattr(cls, "RANGES", {})), cls.__name__
 
 
 def test_parts_may_split_seeds_and_models_start_from_pretraining_milestones(tmp_path):

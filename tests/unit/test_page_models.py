@@ -40,11 +40,11 @@ def test_each_finished_model_has_its_recorded_minutes_and_machine(tmp_path):
 def test_protocol_line_says_what_each_evaluation_kind_measured():
     """A dynamics evaluation samples nothing (its problems / n are unused): the page must not claim
     "1 held-out problems x n = 1 samples" for it."""
-    dyn = eval_line(EvalSpec("c", 1.0, 1.0, 1, 1, ("scalerl",), kind="dynamics"))
+    dyn = eval_line(EvalSpec(name="c", temperature=1.0, n=1, problems=1, models=("scalerl",), kind="dynamics"))
     assert "nothing sampled" in dyn and "held-out problems" not in dyn and dyn.endswith("models scalerl")
-    smp = eval_line(EvalSpec("e", 0.6, 0.95, 16, 200, ("base", "rl")))
+    smp = eval_line(EvalSpec(name="e", temperature=0.6, top_p=0.95, n=16, problems=200, models=("base", "rl")))
     assert smp == "evaluation `e`: 200 held-out problems x n = 16 samples at T = 0.6, top-p 0.95; models base, rl"
-    w = eval_line(EvalSpec("w", 1.0, 1.0, 2, 3, ("x",), kind="weights"))
+    w = eval_line(EvalSpec(name="w", temperature=1.0, n=2, problems=3, models=("x",), kind="weights"))
     assert "weight-space" in w and "3 held-out problems x n = 2 samples" in w
 
 

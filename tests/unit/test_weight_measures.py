@@ -176,7 +176,7 @@ def test_a_weights_cell_measures_every_checkpoint_and_resumes(tmp_path):
         save_policy(model, tok, tmp_path / f"step_00000{i}")
         paths.append(str(tmp_path / f"step_00000{i}"))
     cfg = load_config("quickstart", ["sampling.max_new_tokens=8", "sampling.interruption_budget=0"])
-    ev = EvalSpec("w", 1.0, 1.0, 2, 3, ("x",), kind="weights", k=0.25)
+    ev = EvalSpec(name="w", temperature=1.0, n=2, problems=3, models=("x",), kind="weights", k=0.25)
     out = tmp_path / "cell"
     st = evaluate_weights(paths[1], paths[:1], str(tmp_path / "base"), cfg, ArithmeticTask(), ev, 0, out, "key1")
     assert [c["name"] for c in st["checkpoints"]] == ["step_000001", "final"]

@@ -4,6 +4,7 @@ redesign (commit 17d5306), named in its docstring."""
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.engine import sample, sample_params
 from rlvr.train.pipeline import make_groups
 from rlvr.train.state import TrainState, sampling_generator
-from rlvr.train.step import advantages, policy_update
+from rlvr.train.step import advantages, micro_step, policy_update
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
 
 G = 4
@@ -122,3 +123,8 @@ def test_kl_anchor_acts_on_every_token_whatever_the_loss_weights(tiny):
     out = policy_update(st, _batch([[0, 0, 0, 0]] * 3, rb=rb), adv_B, rb.loss_mask)
     assert out["policy_loss"] == 0.0 and out["kl_ref"] > 0
     assert out["grad_norm"] > 1e-4  # the KL anchor alone moves the policy
+
+
+def test_micro_step_takes_a_micro_batch_not_eleven_arguments():
+    """Before: ``micro_step`` took 11 parameters, two of them dicts it mutated as outputs (issue 46)."""
+    assert list(inspect.signature(micro_step).parameters) == ["st", "micro", "diagnostics"]

@@ -193,11 +193,13 @@ def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator):
 
 # ----------------------------------------------------------------------------- train_on
 def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOCAL) -> dict:
-    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts."""
+    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts.
+    ``zero_var_frac_trained``: the zero-variance share of the groups handed over to train on
+    (``zero_var_frac``, over every group sampled, comes from :func:`rlvr.train.step_metrics.rollout_metrics`)."""
     cfg = st.cfg
     metrics: dict = {}
     if batch is not None:
-        batch, adv_B, metrics["zero_var_frac"] = advantages(batch, st.loss.std_norm, cfg.algo.zero_var_filter)
+        batch, adv_B, metrics["zero_var_frac_trained"] = advantages(batch, st.loss.std_norm, cfg.algo.zero_var_filter)
     if batch is not None and batch.size:
         rb = batch.rollouts
         device = model_device(st.model)

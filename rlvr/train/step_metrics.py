@@ -16,7 +16,10 @@ from rlvr.types import ScoredBatch
 
 
 def rollout_metrics(batch: ScoredBatch) -> dict:
-    """Diagnostics of the sampled batch (all rounds of dynamic sampling)."""
+    """Diagnostics of the sampled batch (all rounds of dynamic sampling). ``zero_var_frac``: the
+    share of ALL sampled groups whose rewards are all equal, as TRL's ``frac_reward_zero_std`` (over
+    every generated group); the trained batch's share is ``zero_var_frac_trained``
+    (:func:`rlvr.train.step.train_on`)."""
     rb, verdicts = batch.rollouts, batch.verdicts
     n = max(1, len(verdicts))
     ent = (rb.entropy * rb.completion_mask).sum() / rb.completion_mask.sum().clamp(min=1)
@@ -61,7 +64,8 @@ def warn_silent_failures(st: TrainState, metrics: dict) -> None:
         st.count("high_truncation_steps")
     if metrics["zero_var_frac"] >= 1.0:
         st.count("all_zero_variance_steps")
-        warn(f"step {st.step}: every group had identical rewards (zero-variance fraction 1): no learning signal")
+        warn(f"step {st.step}: every sampled group had identical rewards (zero-variance fraction 1): "
+             "no learning signal")
     if metrics["no_answer_rate"] + metrics["malformed_rate"] >= 1.0:
         st.count("no_parseable_answer_steps")
         warn(f"step {st.step}: no completion produced a parseable answer")

@@ -1,14 +1,22 @@
-"""Policy losses of the GRPO family, as one registry (docs/methods/losses.md).
+"""The objective of one policy update and the policy losses of the GRPO family, as one registry
+(docs/methods/losses.md).
 
-Every loss is ``loss = sum_{i,t} weights[i,t] * is_weight[i,t] * per_token_loss[i,t]``
-(``is_weight``: the train/inference mismatch correction of :mod:`rlvr.algo.mismatch`, 1 when off). The
-aggregation ``weights`` (B, T) come from :func:`token_weights`, computed ONCE on
-the full batch and zero on padding, so that splitting the rows into micro-batches
-and summing their losses gives exactly the full-batch loss and gradient.
+:func:`objective` is the loss one backward pass minimises, written once::
+
+    loss = sum_{i,t} weights[i,t] * is_weight[i,t] * per_token_loss[i,t]     (policy term)
+         + kl_coef      * sum_{i,t} kl_weights[i,t] * kl[i,t]                (KL anchor)
+         - entropy_coef * sum_{i,t} weights[i,t] * entropy[i,t]              (entropy bonus)
+
+``per_token_loss`` comes from the registered variant (:func:`policy_loss`), ``is_weight`` is the
+train/inference mismatch correction of :mod:`rlvr.algo.mismatch` (1 when off), ``kl`` the estimate of
+:func:`kl_penalty`. The normalisers live in the weights: ``weights`` (B, T) are the variant's
+aggregation (:func:`token_weights`) and ``kl_weights`` a token mean over every loss token, both
+computed ONCE on the whole (mini-)batch and zero on padding, so that splitting the rows into
+micro-batches and summing their losses gives exactly the full-batch loss and gradient.
 
 A variant = ratio (token | sequence) x surrogate (clipped | truncated-IS weight |
-positive-only) x aggregation; each registered variant composes these parts. The
-KL anchor (:func:`kl_penalty`) is added once by the trainer, outside the variants.
+positive-only) x aggregation; each registered variant composes these parts. The KL anchor and
+the entropy bonus are added once, in :func:`objective`, outside the variants.
 
 Shapes: P prompts, G samples per prompt, B = P*G rows (row p*G + g is sample g of
 prompt p), T completion tokens (right-padded).
@@ -220,20 +228,48 @@ def loss_config(name: str, **overrides: Any) -> LossConfig:
     return resolve_loss(LossConfig(name=name, **overrides))
 
 
-def policy_loss(name: str, inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
-    """Scalar loss sum(weights * is_weight * per_token_loss) and detached scalar stats for variant ``name``
-    (``is_weight``: the mismatch correction, 1 when None).
+def policy_loss(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """The policy term of :func:`objective` for variant ``cfg.name``: the scalar
+    sum(weights * is_weight * per_token_loss) (``is_weight``: the mismatch correction, 1 when None)
+    and the variant's detached scalar stats.
 
-    cfg: resolved settings (:func:`resolve_loss` / :func:`loss_config`); optional fields still None
-    are filled here with variant ``name``'s defaults.
+    cfg: RESOLVED settings (:func:`resolve_loss` / :func:`loss_config`; a run's ``TrainState.loss``);
+    an optional field still None -> ValueError (the defaults are resolved once, not per call).
     """
-    if any(getattr(cfg, k) is None for k in OPTIONAL_FIELDS if LOSS_DEFAULTS[k] is not None):
-        cfg = resolve_loss(replace(cfg, name=name))
-    per_token, stats = get_loss(name).fn(inp, cfg)
+    spec = get_loss(cfg.name)
+    unresolved = [k for k in OPTIONAL_FIELDS if LOSS_DEFAULTS[k] is not None and getattr(cfg, k) is None]
+    if unresolved:
+        raise ValueError(f"loss {cfg.name!r}: {', '.join(unresolved)} unresolved; pass resolve_loss(cfg)")
+    per_token, stats = spec.fn(inp, cfg)
     if inp.is_weight is not None:
         per_token = inp.is_weight.detach().to(per_token.dtype) * per_token
     loss = (inp.weights * per_token).sum()
     return loss, {k: v.detach() for k, v in stats.items()}
+
+
+def objective(inp: LossInputs, cfg: LossConfig, entropy: Tensor, ref_logp: Tensor | None = None,
+              kl_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """The loss one backward pass minimises (module docstring) and its detached scalar stats.
+
+    inp: the policy term's tensors (B rows, T tokens); cfg: resolved settings. entropy: (B, T) the
+    policy's per-token entropy (with gradient). ref_logp: (B, T) log-probs of the sampled tokens
+    under the frozen reference, None without a KL anchor; kl_weights: (B, T) its weights, a token
+    mean over every loss token of the mini-batch (:func:`token_weights` ``token_mean``), whatever
+    the policy term's aggregation. Stats: the variant's, ``policy_loss`` (the policy term),
+    ``kl_ref`` (mean KL over the loss tokens, with a reference only) and ``loss``.
+    """
+    policy, stats = policy_loss(inp, cfg)
+    stats["policy_loss"] = policy.detach()
+    kl_anchor = entropy_bonus = 0.0
+    if ref_logp is not None:
+        kl = kl_penalty(inp.logp, ref_logp, cfg.kl_estimator, mask=inp.mask)
+        kl_anchor = (kl_weights * kl).sum()
+        stats["kl_ref"] = (kl.detach() * inp.mask).sum() / inp.mask.sum().clamp(min=1)
+    if cfg.entropy_coef:
+        entropy_bonus = (inp.weights * entropy).sum()
+    loss = policy + cfg.kl_coef * kl_anchor - cfg.entropy_coef * entropy_bonus
+    stats["loss"] = loss.detach()
+    return loss, stats
 
 
 # ----------------------------------------------------------------------------- parts
@@ -398,8 +434,8 @@ def wapo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
 def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: str = "k3", mask: Tensor | None = None) -> Tensor:
     """(B, T) per-token estimate of KL(pi || pi_ref) on tokens sampled from pi.
 
-    With d = ref_logp - logp: k1 = -d, k2 = 0.5 d^2, k3 = exp(d) - d - 1. The trainer adds
-    kl_coef * sum(weights * kl) once, outside the variants. mask: zero (no gradient) on padding.
+    With d = ref_logp - logp: k1 = -d, k2 = 0.5 d^2, k3 = exp(d) - d - 1. :func:`objective` adds
+    kl_coef * sum(kl_weights * kl) once, outside the variants. mask: zero (no gradient) on padding.
     """
     if estimator not in KL_ESTIMATORS:
         raise ValueError(f"unknown KL estimator {estimator!r}; use one of {', '.join(KL_ESTIMATORS)}")

@@ -11,7 +11,8 @@ for the same tokens. With d_t = logp_train_t - logp_behaviour_t on loss tokens:
 
 The weights carry no gradient; they multiply each token's policy loss (a sequence weight every
 token of its row). Everything is computed in log space, so a long sequence's product of ratios
-cannot overflow. Formulas and papers: docs/methods/mismatch.md.
+cannot overflow. Formulas and papers: docs/methods/mismatch.md. :func:`correct` is the one call the
+trainer makes: the weights, the tokens kept, and the statistics.
 
 Shapes: B rows, T completion tokens; ``mask`` (B, T), nonzero = loss token.
 """
@@ -19,11 +20,34 @@ Shapes: B rows, T completion tokens; ``mask`` (B, T), nonzero = loss token.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from rlvr.config import IS_CORRECTIONS
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A batch's mismatch correction. weights: (B, T) detached IS weights (1 on padding); keep: (B, T)
+    bool, the loss mask without the tokens a masked mode (token_mis, seq_mis) rejects; sums: the
+    :func:`mismatch_stats` sums over the batch's loss tokens (:func:`summarise` -> metrics)."""
+
+    weights: Tensor
+    keep: Tensor
+    sums: dict
+
+
+def correct(train_logp: Tensor, behaviour_logp: Tensor, mask: Tensor, mode: str, cap: float) -> Correction:
+    """The correction of ``mode`` with cap C for one batch: :func:`is_weights`, the mask without the
+    :func:`rejected` tokens (so that they leave the aggregation's normaliser too) and
+    :func:`mismatch_stats`, all judged against the loss mask as given. train_logp, behaviour_logp,
+    mask: (B, T)."""
+    weights = is_weights(train_logp, behaviour_logp, mask, mode, cap)
+    sums = mismatch_stats(train_logp, behaviour_logp, mask, mode, cap)
+    keep = (mask != 0) & ~rejected(train_logp, behaviour_logp, mask, mode, cap)
+    return Correction(weights, keep, sums)
 
 
 def log_mismatch(train_logp: Tensor, behaviour_logp: Tensor, mask: Tensor) -> Tensor:

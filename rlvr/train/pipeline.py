@@ -36,7 +36,8 @@ from rlvr.rewards.scoring import score_rollouts
 from rlvr.rollout.engine import sample
 from rlvr.train.lag_queue import LagQueue, ScoredGroup
 from rlvr.train.state import TrainState, sampling_generator
-from rlvr.train.step import Collected, oldest_versions, staleness
+from rlvr.train.step import Collected
+from rlvr.train.step_metrics import oldest_versions, staleness
 from rlvr.train.weights import WeightStore
 from rlvr.types import ScoredBatch
 

@@ -3,15 +3,18 @@
     begin     learning rate of this step
     collect   a :class:`BatchSource` hands over scored prompt groups (:class:`Collected`)
     record    rollout diagnostics; No-Positive-Resampling pass rates
-    train_on  advantages -> zero-variance filter -> loss mask -> epochs x mini-batches x
-              micro-batches of loss and backward -> optimiser
+    train_on  advantages -> zero-variance filter -> loss mask -> policy_update: epochs x
+              mini-batches x micro-batches of forward, objective and backward -> optimiser
     finish    token / FLOP / sample counters, the metrics line, loud warnings
 
 The synchronous step (:class:`SyncSource`: sample and score here), the async pipeline
 (:class:`rlvr.train.pipeline.Pipeline`: take groups from generator workers) and data parallel
 (:class:`rlvr.train.distributed.DataParallelSource`: sample a share, all-gather) differ only in
 their source, and data parallel also in its :class:`Sharding` (each rank back-propagates its
-share of rows; gradients and statistics are summed over ranks).
+share of rows; gradients and statistics are summed over ranks). The loss is
+:func:`rlvr.algo.losses.objective`; the per-step metrics are :mod:`rlvr.train.step_metrics`; how an
+update splits its batch is :mod:`rlvr.train.micro_batches`; what it measures on the way,
+:mod:`rlvr.train.update_diagnostics`.
 
 Shapes: P prompts, G samples per prompt, B = P*G rows (row p*G + g is sample g of prompt p),
 T completion tokens.
@@ -26,22 +29,23 @@ from typing import Protocol
 
 import torch
 
-from rlvr.algo import losses as L
-from rlvr.algo import mismatch as MM
 from rlvr.algo.advantages import group_advantages, mixed_outcome_groups, zero_variance_groups
-from rlvr.algo.diagnostics import entropy_cell_sums, entropy_dynamics_from_sums, token_stats_from_logits
+from rlvr.algo.losses import objective
+from rlvr.algo.mismatch import correct
 from rlvr.log import warn
 from rlvr.model.hf import model_source
 from rlvr.model.io import model_device
 from rlvr.model.logprobs import completion_logits, score, sequences, token_logprobs
 from rlvr.rewards.scoring import reward_metrics, score_rollouts
-from rlvr.rollout import vllm as V
 from rlvr.rollout.engine import sample
+from rlvr.rollout.vllm import VLLMEngine
+from rlvr.rollout.vllm import sample as vllm_sample
+from rlvr.train.micro_batches import LOCAL, MicroBatch, Sharding, UpdateBatch
 from rlvr.train.schedule import lr_at
 from rlvr.train.state import TrainState, completion_budget, flops_per_token, sampling_generator
+from rlvr.train.step_metrics import lag_metrics, rollout_metrics, warn_silent_failures
+from rlvr.train.update_diagnostics import UpdateDiagnostics
 from rlvr.types import ScoredBatch, task_equivalence
-
-SUMMED = ("loss", "policy_loss")  # micro-batch stats that add up (weights are mini-batch-normalised)
 
 
 @dataclass
@@ -62,30 +66,11 @@ class BatchSource(Protocol):
 
     def collect(self, st: TrainState) -> Collected: ...
 
-    def after_update(self, st: TrainState, got: Collected) -> dict:
+    def after_update(self, st: TrainState, collected: Collected) -> dict:
         """Called after the optimiser: publish the weights; more metrics."""
         ...
 
     def close(self) -> None: ...
-
-
-class Sharding:
-    """How one process takes part in an update: the identity for a single process. Data parallel
-    overrides all three (its rows of each mini-batch; all-reduce of gradients and statistics)."""
-
-    def rows(self, rows: torch.Tensor) -> slice:
-        """The part of a mini-batch's (sorted) rows this process back-propagates."""
-        return slice(None)
-
-    def reduce_grads(self, params: list[torch.Tensor]) -> None:
-        """Sum the gradients over processes (before clipping)."""
-
-    def reduce_stats(self, stats: dict[str, float]) -> dict[str, float]:
-        """Sum additive statistics over processes."""
-        return stats
-
-
-LOCAL = Sharding()
 
 
 # ----------------------------------------------------------------------------- the step
@@ -95,61 +80,49 @@ def rl_step(st: TrainState, total_steps: int, source: BatchSource | None = None,
     source = source or SyncSource()
     t0 = time.time()
     begin(st, total_steps)
-    got = source.collect(st)
-    m = record(st, got)
+    collected = source.collect(st)
+    metrics = record(st, collected)
     t_gen = time.time()
-    m.update(train_on(st, got.kept, sharding))
-    m.update(source.after_update(st, got))
+    metrics.update(train_on(st, collected.kept, sharding))
+    metrics.update(source.after_update(st, collected))
     t_end = time.time()
-    m.update(gen_s=t_gen - t0, train_s=t_end - t_gen)
-    return finish(st, m, got, t_end - t0)
+    metrics.update(gen_s=t_gen - t0, train_s=t_end - t_gen)
+    return finish(st, metrics, collected, t_end - t0)
 
 
 def begin(st: TrainState, total_steps: int) -> None:
     """Set this step's learning rate (warm-up, then constant or cosine)."""
-    o = st.cfg.optim
-    for g in st.opt.param_groups:
-        g["lr"] = lr_at(st.step, o.lr, o.warmup_steps, total_steps, o.schedule)
+    optim = st.cfg.optim
+    for group in st.opt.param_groups:
+        group["lr"] = lr_at(st.step, optim.lr, optim.warmup_steps, total_steps, optim.schedule)
 
 
-def record(st: TrainState, got: Collected) -> dict:
+def record(st: TrainState, collected: Collected) -> dict:
     """Rollout diagnostics of everything sampled, and the No-Positive-Resampling pass rates."""
-    seen = got.seen
-    m = rollout_metrics(seen)
-    m.update(reward_metrics(seen, st.cfg.reward.kind, task_equivalence(st.task)))
-    m.update(got.metrics)
-    lag_B = staleness(st.step, seen.rollouts.versions, seen.rollouts.completion_mask)
-    m.update(lag_max=int(lag_B.max()) if lag_B.numel() else 0,
-             lag_mean=float(lag_B.float().mean()) if lag_B.numel() else 0.0)
+    seen = collected.seen
+    metrics = rollout_metrics(seen)
+    metrics.update(reward_metrics(seen, st.cfg.reward.kind, task_equivalence(st.task)))
+    metrics.update(collected.metrics)
+    metrics.update(lag_metrics(st.step, seen))
     if st.tracker is not None:
         correct_P = seen.correct_P_G().sum(-1)
         with st.lock:
             st.tracker.update([p.id for p in seen.problems], correct_P.tolist(), [seen.group_size] * seen.n_groups)
-            m["retired_prompts"] = len(st.tracker.retired)
-    return m
+            metrics["retired_prompts"] = len(st.tracker.retired)
+    return metrics
 
 
-def finish(st: TrainState, m: dict, got: Collected, elapsed_s: float) -> dict:
+def finish(st: TrainState, metrics: dict, collected: Collected, elapsed_s: float) -> dict:
     """Generation counters and the shared keys of the metrics line; loud warnings."""
     st.step += 1
-    st.samples += got.gen_rows
-    st.tokens += got.gen_tokens
-    st.flops += flops_per_token(st.model) * got.gen_tokens
+    st.samples += collected.gen_rows
+    st.tokens += collected.gen_tokens
+    st.flops += flops_per_token(st.model) * collected.gen_tokens
     st.wall_s += elapsed_s
-    m.update(step=st.step, samples=st.samples, tokens=st.tokens, flops=st.flops, wall_s=st.wall_s,
-             version=st.version, lr=st.opt.param_groups[0]["lr"])
-    warn_silent_failures(st, m)
-    return m
-
-
-def oldest_versions(versions_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> torch.Tensor:
-    """(B,) the OLDEST policy version among each row's real tokens."""
-    return versions_B_T.masked_fill(~mask_B_T, torch.iinfo(versions_B_T.dtype).max).min(-1).values
-
-
-def staleness(version: int, versions_B_T: torch.Tensor, mask_B_T: torch.Tensor) -> torch.Tensor:
-    """(B,) trainer version minus the oldest policy version among each row's real tokens."""
-    return version - oldest_versions(versions_B_T, mask_B_T)
+    metrics.update(step=st.step, samples=st.samples, tokens=st.tokens, flops=st.flops, wall_s=st.wall_s,
+                   version=st.version, lr=st.opt.param_groups[0]["lr"])
+    warn_silent_failures(st, metrics)
+    return metrics
 
 
 # ----------------------------------------------------------------------------- collect (sync)
@@ -158,20 +131,20 @@ class SyncSource:
     sampling until P groups have mixed outcomes, at most ``algo.dynamic_max_rounds`` rounds)."""
 
     def collect(self, st: TrainState) -> Collected:
-        a, P = st.cfg.algo, st.cfg.algo.prompts_per_step
+        algo, P = st.cfg.algo, st.cfg.algo.prompts_per_step
         gen = sampling_generator(st.cfg.train.seed, st.step)
         kept, seen, timing = [], [], {"score_s": 0.0}
-        for _ in range(a.dynamic_max_rounds if a.dynamic_sampling else 1):
+        for _ in range(algo.dynamic_max_rounds if algo.dynamic_sampling else 1):
             batch = rollout(st, st.next_problems(P), gen, f"step {st.step + 1}", timing)
             seen.append(batch)
-            kept.append(batch.select(mixed_outcome_groups(batch.correct_P_G())) if a.dynamic_sampling else batch)
+            kept.append(batch.select(mixed_outcome_groups(batch.correct_P_G())) if algo.dynamic_sampling else batch)
             if sum(b.n_groups for b in kept) >= P:
                 break
         else:
-            got = sum(b.n_groups for b in kept)
-            if a.dynamic_sampling and got < P:
+            n_kept = sum(b.n_groups for b in kept)
+            if algo.dynamic_sampling and n_kept < P:
                 st.count("dynamic_sampling_short")
-                warn(f"dynamic sampling found {got}/{P} groups with mixed outcomes in {a.dynamic_max_rounds} "
+                warn(f"dynamic sampling found {n_kept}/{P} groups with mixed outcomes in {algo.dynamic_max_rounds} "
                      "rounds; training on a smaller batch")
         kept = [b for b in kept if b.n_groups]
         all_seen = ScoredBatch.concat(seen, st.tok.pad_id)
@@ -180,7 +153,7 @@ class SyncSource:
         return Collected(train, all_seen, all_seen.size, all_seen.rollouts.n_tokens,
                          {"score_s": score_s, "scored_per_s": all_seen.size / score_s if score_s > 0 else 0.0})
 
-    def after_update(self, st: TrainState, got: Collected) -> dict:
+    def after_update(self, st: TrainState, collected: Collected) -> dict:
         return {}
 
     def close(self) -> None:
@@ -207,24 +180,26 @@ def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator):
         return sample(st.model, st.tok, prompts, st.params, version=st.step, generator=gen)
 
     if st.engine is None:
-        st.engine = V.VLLMEngine(model_source(st.cfg.model.init_from or st.cfg.model.path),
-                                 dtype=st.cfg.model.dtype, seed=st.cfg.train.seed,
-                                 gpu_memory_utilization=st.cfg.sampling.vllm_gpu_memory)
+        st.engine = VLLMEngine(model_source(st.cfg.model.init_from or st.cfg.model.path),
+                               dtype=st.cfg.model.dtype, seed=st.cfg.train.seed,
+                               gpu_memory_utilization=st.cfg.sampling.vllm_gpu_memory)
         st.engine_version = st.version if st.step == 0 else -1  # a resumed policy differs from the files
     if st.engine_version != st.version:  # weight sync after the optimiser steps
         st.engine.load_weights(st.model)
         st.engine_version = st.version
-    rb = V.sample(st.engine, st.tok, prompts, st.params, version=st.step, generator=gen)
+    rb = vllm_sample(st.engine, st.tok, prompts, st.params, version=st.step, generator=gen)
     return rb.to(model_device(st.model))
 
 
 # ----------------------------------------------------------------------------- train_on
 def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOCAL) -> dict:
-    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts."""
+    """Advantages -> zero-variance filter -> loss mask -> policy update; training token/FLOP counts.
+    ``zero_var_frac_trained``: the zero-variance share of the groups handed over to train on
+    (``zero_var_frac``, over every group sampled, comes from :func:`rlvr.train.step_metrics.rollout_metrics`)."""
     cfg = st.cfg
-    upd: dict = {}
+    metrics: dict = {}
     if batch is not None:
-        batch, adv_B, upd["zero_var_frac"] = advantages(batch, st.loss.std_norm, cfg.algo.zero_var_filter)
+        batch, adv_B, metrics["zero_var_frac_trained"] = advantages(batch, st.loss.std_norm, cfg.algo.zero_var_filter)
     if batch is not None and batch.size:
         rb = batch.rollouts
         device = model_device(st.model)
@@ -232,15 +207,15 @@ def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOC
         if cfg.algo.mask_truncated:
             mask &= torch.tensor([r != "length" for r in rb.finish_reason], device=mask.device)[:, None]
         if mask.any():
-            upd.update(policy_update(st, batch, adv_B.to(device), mask.to(device), sharding))
+            metrics.update(policy_update(st, batch, adv_B.to(device), mask.to(device), sharding))
             n_train = rb.n_tokens * cfg.algo.ppo_epochs
             fpt = flops_per_token(st.model)
             st.tokens += n_train
             st.flops += 3 * fpt * n_train + (fpt * n_train if st.ref_model is not None else 0)
-    if "grad_norm" not in upd:
+    if "grad_norm" not in metrics:
         st.count("steps_without_gradient")
         warn(f"step {st.step + 1}: no gradient (every group had equal rewards or no loss tokens)")
-    return upd
+    return metrics
 
 
 def advantages(batch: ScoredBatch, std_norm: str, zero_var_filter: bool) -> tuple[ScoredBatch, torch.Tensor, float]:
@@ -263,109 +238,74 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
     """PPO-style epochs x mini-batches (split by prompt group) x micro-batches over one batch.
 
     adv_B: (B,), mask: (B, T) on the policy's device. Loss weights are computed per mini-batch on
-    the whole mini-batch, so accumulating micro-batch gradients (and, in data parallel, summing
-    them over ranks) gives exactly the mini-batch gradient. Returns stats averaged over updates;
-    the entropy-dynamics cells cover every row of the first epoch.
+    the whole mini-batch (:mod:`rlvr.train.micro_batches`), so accumulating micro-batch gradients
+    (and, in data parallel, summing them over ranks) gives exactly the mini-batch gradient. Returns
+    stats averaged over updates, the entropy-dynamics cells of every row of the first epoch and the
+    ``mismatch_*`` metrics (:class:`rlvr.train.update_diagnostics.UpdateDiagnostics`).
+    """
+    update = prepare_update(st, batch, adv_B, mask)
+    diagnostics = UpdateDiagnostics(sharding, st.opt.param_groups[0]["lr"], st.loss.is_cap, update.mismatch_sums)
+    for epoch in range(st.cfg.algo.ppo_epochs):
+        for rows in update.minibatches(st.cfg.algo.minibatches, st.gen):
+            st.opt.zero_grad(set_to_none=True)
+            diagnostics.begin_update(epoch)
+            for micro in update.micro_batches(rows, sharding):
+                micro_step(st, micro, diagnostics)
+            apply_update(st, sharding, diagnostics)
+    return diagnostics.summary()
+
+
+def prepare_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask: torch.Tensor) -> UpdateBatch:
+    """The batch of one update, with the train/inference mismatch correction applied.
 
     Mismatch (``loss.is_correction``, :mod:`rlvr.algo.mismatch`): when a correction is on, the
     trainer first recomputes the whole batch's log-probs (no gradient, before any update); the PPO
     ratio is taken against them and each token's loss is weighted by the corrected ratio train /
-    behaviour (the tokens a masked mode rejects leave the loss mask, and so the aggregation's
-    normaliser); the ``mismatch_*`` metrics cover every loss token. When it is off, the metrics are
-    measured at no extra cost on the first mini-batch of the first epoch (the rows scored before this
-    batch's first optimiser step).
+    behaviour; the tokens a masked mode rejects leave the loss mask, and so the aggregation's
+    normaliser.
     """
-    cfg, G, rb = st.cfg, batch.group_size, batch.rollouts
-    micro = cfg.algo.micro_batch_size or rb.size
-    max_len = max(completion_budget(st.params), rb.completion_ids.shape[1])
-    agg: dict[str, float] = {}
-    cells: dict[str, float] = {}
-    mm: dict[str, float] = {}
-    train_logp = is_w = None
+    rb = batch.rollouts
+    micro_size = st.cfg.algo.micro_batch_size or rb.size
+    train_logp = correction = None
     if st.loss.is_correction != "none":
-        train_logp = score(st.model, rb, cfg.sampling.temperature, batch_size=micro)
-        is_w = MM.is_weights(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
-        mm = MM.mismatch_stats(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
-        mask = mask & ~MM.rejected(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
-    n_updates = 0
-    for epoch in range(cfg.algo.ppo_epochs):
-        perm = torch.randperm(batch.n_groups, generator=st.gen)  # cpu: CPU generator, same stream on every rank
-        for mb_groups in perm.chunk(min(cfg.algo.minibatches, batch.n_groups)):
-            rows = (mb_groups[:, None] * G + torch.arange(G)).reshape(-1).sort().values  # cpu: row index
-            n_rows = len(rows)
-            w = L.token_weights(mask[rows], G, st.loss.aggregation, max_len=max_len, adv_B=adv_B[rows])
-            kl_w = L.token_weights(mask[rows], G, "token_mean") if st.ref_model is not None else None
-            mine = sharding.rows(rows)  # data parallel: this rank's share; weights stay global
-            rows, w, kl_w = rows[mine], w[mine], None if kl_w is None else kl_w[mine]
-            st.opt.zero_grad(set_to_none=True)
-            stats: dict[str, float] = {}
-            measure = mm if train_logp is None and n_updates == 0 else None
-            for mrows, mw, mkl in _micro_batches(rows, w, kl_w, micro):
-                s = micro_step(st, rb, mrows, mw, mkl, adv_B, mask, cells if epoch == 0 else None,
-                               train_logp, is_w, measure)
-                for k, v in s.items():  # losses are partial sums; other stats are means over rows
-                    stats[k] = stats.get(k, 0.0) + (v if k in SUMMED else v * len(mrows) / n_rows)
-            sharding.reduce_grads([p for p in st.model.parameters() if p.requires_grad])
-            stats = sharding.reduce_stats(stats)
-            stats["grad_norm"] = clip_and_step(st, finite_loss=math.isfinite(stats.get("loss", 0.0)))
-            n_updates += 1
-            for k, v in stats.items():
-                agg[k] = agg.get(k, 0.0) + v
-    out = {k: v / max(1, n_updates) for k, v in agg.items()}
-    out.update(MM.summarise(mm))
-    if cells:
-        out.update(entropy_dynamics_from_sums(sharding.reduce_stats(cells)))
-    return out
+        train_logp = score(st.model, rb, st.cfg.sampling.temperature, batch_size=micro_size)
+        correction = correct(train_logp, rb.behaviour_logp, mask, st.loss.is_correction, st.loss.is_cap)
+    return UpdateBatch(
+        rollouts=rb, group_size=batch.group_size, adv_B=adv_B,
+        mask=mask if correction is None else correction.keep,
+        old_logp=rb.behaviour_logp if train_logp is None else train_logp,
+        is_weight=None if correction is None else correction.weights,
+        aggregation=st.loss.aggregation, max_len=max(completion_budget(st.params), rb.completion_ids.shape[1]),
+        with_kl=st.ref_model is not None, micro_size=micro_size,
+        mismatch_sums=None if correction is None else correction.sums)
 
 
-def _micro_batches(rows, w, kl_w, micro: int):
-    kl_parts = [None] * len(rows.split(micro)) if kl_w is None else kl_w.split(micro)
-    return zip(rows.split(micro), w.split(micro), kl_parts)
-
-
-def micro_step(st: TrainState, rb, rows: torch.Tensor, w: torch.Tensor, kl_w: torch.Tensor | None,
-               adv_B: torch.Tensor, mask: torch.Tensor, cells: dict | None,
-               train_logp: torch.Tensor | None = None, is_w: torch.Tensor | None = None,
-               measure: dict | None = None) -> dict:
-    """Forward + backward of one micro-batch (``rows``); its loss and statistics.
-
-    w: (b, T) policy-loss weights; kl_w: (b, T) KL weights (a token mean over ALL loss tokens of the
-    mini-batch, whatever the policy loss's aggregation; None without a reference model). ``cells``
-    accumulates the entropy-dynamics sums (first epoch only). train_logp, is_w: (B, T) the
-    trainer's recomputed log-probs (the PPO ratio's reference) and the mismatch-correction weights,
-    None when no correction is on. ``measure``: mismatch sums to update from this forward's log-probs."""
-    temp = st.cfg.sampling.temperature
-    ids, key_mask, tp = sequences(rb, rows)
-    logits = completion_logits(st.model, ids, key_mask, tp, temp)
-    tokens = rb.completion_ids[rows]
-    logp, entropy = token_logprobs(logits, tokens)
-    m = mask[rows]
-    if measure is not None:
-        measure.update(MM.merge(measure, MM.mismatch_stats(logp, rb.behaviour_logp[rows], m, "none",
-                                                           st.loss.is_cap)))
-    old = rb.behaviour_logp[rows] if train_logp is None else train_logp[rows]
-    inp = L.LossInputs(logp=logp, old_logp=old, adv=adv_B[rows], mask=m, weights=w,
-                       is_weight=None if is_w is None else is_w[rows])
-    loss, stats = L.policy_loss(st.loss.name, inp, st.loss)
-    out = {k: float(v) for k, v in stats.items()}
-    out["policy_loss"] = float(loss.detach())
-    if kl_w is not None:
-        ref_logp = score(st.ref_model, rb.select(rows), temp)
-        kl = L.kl_penalty(logp, ref_logp, st.loss.kl_estimator, mask=m)
-        loss = loss + st.loss.kl_coef * (kl_w * kl).sum()
-        out["kl_ref"] = float((kl.detach() * m).sum() / m.sum().clamp(min=1))
-    if st.loss.entropy_coef:
-        loss = loss - st.loss.entropy_coef * (w * entropy).sum()
-    if cells is not None:  # entropy-dynamics cells (cheap at small V)
-        ts = token_stats_from_logits(logits.detach(), tokens)
-        for k, v in entropy_cell_sums(ts, adv_B[rows], m, w, st.opt.param_groups[0]["lr"]).items():
-            cells[k] = cells.get(k, 0.0) + float(v)
-    out["loss"] = float(loss.detach())
+def micro_step(st: TrainState, micro: MicroBatch, diagnostics: UpdateDiagnostics) -> None:
+    """Forward + backward of one micro-batch: the policy's log-probs and entropies, the reference's
+    log-probs (KL anchor), the objective (:func:`rlvr.algo.losses.objective`); its statistics to
+    ``diagnostics``. A non-finite loss is counted (``nan_loss``) and not back-propagated."""
+    temperature = st.cfg.sampling.temperature
+    ids, key_mask, tp = sequences(micro.rollouts, micro.rows)
+    logits = completion_logits(st.model, ids, key_mask, tp, temperature)
+    logp, entropy = token_logprobs(logits, micro.tokens)
+    ref_logp = None
+    if micro.kl_weights is not None:
+        ref_logp = score(st.ref_model, micro.rollouts.select(micro.rows), temperature)
+    loss, stats = objective(micro.loss_inputs(logp), st.loss, entropy, ref_logp, micro.kl_weights)
+    diagnostics.micro_batch(micro, logits, logp, stats)
     if not torch.isfinite(loss):
         st.count("nan_loss")
-        return out
+        return
     loss.backward()
-    return out
+
+
+def apply_update(st: TrainState, sharding: Sharding, diagnostics: UpdateDiagnostics) -> None:
+    """One optimiser update from the accumulated gradient: summed over processes, then
+    :func:`clip_and_step`; the update's statistics (with ``grad_norm``) to ``diagnostics``."""
+    sharding.reduce_grads([p for p in st.model.parameters() if p.requires_grad])
+    stats = diagnostics.update_stats()
+    stats["grad_norm"] = clip_and_step(st, finite_loss=math.isfinite(stats.get("loss", 0.0)))
+    diagnostics.add_update(stats)
 
 
 def clip_and_step(st: TrainState, finite_loss: bool = True) -> float:
@@ -385,40 +325,3 @@ def clip_and_step(st: TrainState, finite_loss: bool = True) -> float:
     st.opt.step()
     st.version += 1
     return norm
-
-
-# ----------------------------------------------------------------------------- diagnostics
-def rollout_metrics(batch: ScoredBatch) -> dict:
-    """Diagnostics of the sampled batch (all rounds of dynamic sampling)."""
-    rb, verdicts = batch.rollouts, batch.verdicts
-    n = max(1, len(verdicts))
-    ent = (rb.entropy * rb.completion_mask).sum() / rb.completion_mask.sum().clamp(min=1)
-    status = {s: sum(v.status == s for v in verdicts) / n for s in ("no_answer", "malformed", "wrong", "right")}
-    return {
-        "reward": float(batch.reward_B.mean()),
-        "pass_rate": status["right"],
-        "no_answer_rate": status["no_answer"],
-        "malformed_rate": status["malformed"],
-        "entropy": float(ent),
-        "response_len": float(rb.lengths.float().mean()),
-        "truncation_rate": sum(r == "length" for r in rb.finish_reason) / n,
-        "interrupted_rate": sum(r == "interrupted" for r in rb.finish_reason) / n,
-        "zero_var_frac": float(zero_variance_groups(batch.reward_B.view(-1, batch.group_size)).float().mean()),
-    }
-
-
-def warn_silent_failures(st: TrainState, m: dict) -> None:
-    """The failures peers suffer silently: loud here, and counted."""
-    if m["truncation_rate"] >= 1.0:
-        st.count("all_truncated_steps")
-        warn(f"step {st.step}: every completion was truncated at {st.params.max_new_tokens} tokens; "
-             "raise sampling.max_new_tokens")
-    elif m["truncation_rate"] > 0.15:
-        st.count("high_truncation_steps")
-    if m["zero_var_frac"] >= 1.0:
-        st.count("all_zero_variance_steps")
-        warn(f"step {st.step}: every group had identical rewards (zero-variance fraction 1): no learning signal")
-    if m["no_answer_rate"] + m["malformed_rate"] >= 1.0:
-        st.count("no_parseable_answer_steps")
-        warn(f"step {st.step}: no completion produced a parseable answer")
-    m["warnings"] = dict(st.counters)

@@ -18,6 +18,7 @@ from rlvr.algo.losses import (
     get_loss,
     kl_penalty,
     loss_config,
+    objective,
     policy_loss,
     register,
     resolve_loss,
@@ -152,7 +153,7 @@ def test_every_registered_loss_has_a_hand_case() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_on_policy_gradient_is_minus_adv_times_weight(name: str) -> None:
     inp = build(name, [[0.0] * n for n in LENGTHS])
-    loss, stats = policy_loss(name, inp, loss_config(name))
+    loss, stats = policy_loss(inp, loss_config(name))
     loss.backward()
     assert abs(loss.item() - CASES[name]["on_loss"]) < TOL
     w = hand_weights(name)
@@ -166,7 +167,7 @@ def test_on_policy_gradient_is_minus_adv_times_weight(name: str) -> None:
 def test_off_policy_hand_case(name: str) -> None:
     case = CASES[name]
     inp = build(name, case["log_ratio"])
-    loss, stats = policy_loss(name, inp, loss_config(name))
+    loss, stats = policy_loss(inp, loss_config(name))
     loss.backward()
     w = hand_weights(name)
     expected_loss = (w * rows_to_tensor(case["l"])).sum().item()
@@ -180,7 +181,7 @@ def test_off_policy_hand_case(name: str) -> None:
 def test_clipped_tokens_have_exactly_zero_gradient() -> None:
     for name in ("grpo", "dr_grpo", "dapo", "gspo"):
         inp = build(name, CASES[name]["log_ratio"])
-        policy_loss(name, inp, loss_config(name))[0].backward()
+        policy_loss(inp, loss_config(name))[0].backward()
         zero_g = (rows_to_tensor(CASES[name]["g"]) == 0) & mask_of(LENGTHS)
         assert zero_g.any() and torch.all(inp.logp.grad[zero_g] == 0), name
 
@@ -188,17 +189,17 @@ def test_clipped_tokens_have_exactly_zero_gradient() -> None:
 def test_hand_loss_values_written_out() -> None:
     """Two totals spelled out, as a check on the tables above."""
     inp = build("grpo", logs(PPO_RHO))
-    grpo = policy_loss("grpo", inp, loss_config("grpo"))[0].item()
+    grpo = policy_loss(inp, loss_config("grpo"))[0].item()
     assert abs(grpo - (-2.8 / 12 + 0.4 / 4 - 3.4 / 8 + 3.2 / 12)) < TOL
     inp = build("cispo", logs(CISPO_RHO))
-    assert abs(policy_loss("cispo", inp, loss_config("cispo"))[0].item() - 0.33125) < TOL
+    assert abs(policy_loss(inp, loss_config("cispo"))[0].item() - 0.33125) < TOL
     inp = build("wapo", logs(WAPO_RHO))
-    assert abs(policy_loss("wapo", inp, loss_config("wapo"))[0].item() - (-33.5 / 12)) < TOL
+    assert abs(policy_loss(inp, loss_config("wapo"))[0].item() - (-33.5 / 12)) < TOL
 
 
 def test_approx_kl_is_k3_of_token_ratios() -> None:
     inp = build("grpo", logs(PPO_RHO))
-    stats = policy_loss("grpo", inp, loss_config("grpo"))[1]
+    stats = policy_loss(inp, loss_config("grpo"))[1]
     rhos = [r for row in PPO_RHO for r in row]
     expected = sum(r - 1 - math.log(r) for r in rhos) / 9
     assert abs(stats["approx_kl"].item() - expected) < TOL
@@ -206,7 +207,7 @@ def test_approx_kl_is_k3_of_token_ratios() -> None:
 
 def test_cispo_lower_bound_and_cap() -> None:
     inp = build("cispo", logs(CISPO_RHO))
-    loss, stats = policy_loss("cispo", inp, loss_config("cispo", cispo_eps_low=0.2, eps_max=6.0))
+    loss, stats = policy_loss(inp, loss_config("cispo", cispo_eps_low=0.2, eps_max=6.0))
     loss.backward()
     # weights clip(rho, 0.8, 6): row0 [5, 1, 0.8], row1 [6], row2 [1, 2], row3 [0.8, 1, 6]
     g = [[-5.0, -1.0, -0.8], [3.0], [-2.0, -4.0], [0.8, 1.0, 6.0]]
@@ -219,7 +220,7 @@ def test_wapo_losers_give_zero_gradient_even_with_nonzero_weights() -> None:
     inp = build("wapo", logs(WAPO_RHO))
     uniform = token_weights(inp.mask, 2, "token_mean", dtype=F64)
     inp = LossInputs(inp.logp, inp.old_logp, inp.adv, inp.mask, uniform)
-    policy_loss("wapo", inp, LossConfig())[0].backward()
+    policy_loss(inp, loss_config("wapo"))[0].backward()
     assert torch.all(inp.logp.grad[[1, 3]] == 0)
     assert torch.allclose(inp.logp.grad[0], torch.tensor([0.0, -1.0, -0.5], dtype=F64) / 9, atol=TOL)
 
@@ -228,8 +229,8 @@ def test_gspo_token_form_same_value_and_gradient_but_local_flow() -> None:
     base = build("gspo", GSPO_LOG)
     tok = build("gspo", GSPO_LOG)
     cfg = loss_config("gspo")
-    loss_s = policy_loss("gspo", base, cfg)[0]
-    loss_t = policy_loss("gspo", tok, loss_config("gspo", gspo_token=True))[0]
+    loss_s = policy_loss(base, cfg)[0]
+    loss_t = policy_loss(tok, loss_config("gspo", gspo_token=True))[0]
     loss_s.backward()
     loss_t.backward()
     assert abs(loss_s.item() - loss_t.item()) < TOL
@@ -246,8 +247,8 @@ def test_gspo_token_form_same_value_and_gradient_but_local_flow() -> None:
 def test_padding_never_contributes(name: str) -> None:
     ref = build(name, CASES[name]["log_ratio"])
     odd = build(name, CASES[name]["log_ratio"], pad_logp=30.0, pad_old=-math.inf)
-    loss_ref, stats_ref = policy_loss(name, ref, loss_config(name))
-    loss_odd, stats_odd = policy_loss(name, odd, loss_config(name))
+    loss_ref, stats_ref = policy_loss(ref, loss_config(name))
+    loss_odd, stats_odd = policy_loss(odd, loss_config(name))
     loss_ref.backward()
     loss_odd.backward()
     assert torch.isfinite(loss_odd) and abs(loss_ref.item() - loss_odd.item()) < 1e-12
@@ -267,16 +268,43 @@ def test_micro_batches_sum_to_full_batch_gradient(name: str) -> None:
     adv = torch.randn(P * G, dtype=F64)
     w = token_weights(mask, G, get_loss(name).aggregation, max_len=T, adv_B=adv, dtype=F64)
     cfg = loss_config(name, eps_low=0.2, eps_high=0.25) if name == "gspo" else loss_config(name)
-    full, _ = policy_loss(name, LossInputs(logp, old, adv, mask, w), cfg)
+    full, _ = policy_loss(LossInputs(logp, old, adv, mask, w), cfg)
     (g_full,) = torch.autograd.grad(full, logp)
     for cut in (2, 3):
         total = torch.zeros((), dtype=F64)
         for rows in (slice(0, cut), slice(cut, P * G)):
             inp = LossInputs(logp[rows], old[rows], adv[rows], mask[rows], w[rows])
-            total = total + policy_loss(name, inp, cfg)[0]
+            total = total + policy_loss(inp, cfg)[0]
         (g_micro,) = torch.autograd.grad(total, logp)
         assert abs(total.item() - full.item()) < TOL
         assert torch.allclose(g_micro, g_full, atol=TOL, rtol=0) and g_full.abs().max() > 1e-3
+
+
+def test_objective_is_policy_term_plus_kl_anchor_minus_entropy_bonus() -> None:
+    """The whole objective in one call (before: the KL anchor and the entropy bonus were added in
+    train/step.py). On-policy hand batch: policy term = CASES' on_loss, k1 = 1 on every loss token
+    (its token mean 1), entropy 0.5 on every token (seq-mean-token-mean weights sum to 1)."""
+    inp = build("grpo", [[0.0] * n for n in LENGTHS])
+    mask = mask_of(LENGTHS)
+    entropy = torch.full_like(inp.logp, 0.5)
+    ref_logp = inp.logp.detach() - 1.0  # d = ref - logp = -1: k1 = 1
+    kl_weights = token_weights(mask, 2, "token_mean", dtype=F64)
+    cfg = loss_config("grpo", kl_coef=0.1, entropy_coef=0.01, kl_estimator="k1")
+    loss, stats = objective(inp, cfg, entropy, ref_logp, kl_weights)
+    policy = CASES["grpo"]["on_loss"]
+    assert abs(loss.item() - (policy + 0.1 * 1.0 - 0.01 * 0.5)) < TOL
+    assert abs(stats["policy_loss"].item() - policy) < TOL and abs(stats["kl_ref"].item() - 1.0) < TOL
+    assert stats["loss"].item() == loss.item() and all(not v.requires_grad for v in stats.values())
+    loss.backward()  # d/dlogp: -A w (policy) + kl_coef / 9 (k1 = logp - ref, token mean over 9 tokens)
+    expected = -torch.tensor(ADV, dtype=F64)[:, None] * hand_weights("grpo") + 0.1 / 9 * mask
+    assert torch.allclose(inp.logp.grad, expected, atol=TOL, rtol=0)
+
+
+def test_objective_without_anchor_or_bonus_is_the_policy_term_exactly() -> None:
+    inp = build("dapo", logs(PPO_RHO))
+    loss, stats = objective(inp, loss_config("dapo"), torch.ones_like(inp.logp))
+    assert loss.item() == policy_loss(inp, loss_config("dapo"))[0].item() == stats["policy_loss"].item()
+    assert "kl_ref" not in stats
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -333,7 +361,7 @@ def test_token_weights_bad_input() -> None:
 def test_unknown_loss_name_suggests_the_closest() -> None:
     inp = build("grpo", logs(PPO_RHO))
     with pytest.raises(ValueError, match=r"did you mean 'grpo'.*registered: cispo, dapo"):
-        policy_loss("grp0", inp, LossConfig())
+        policy_loss(inp, LossConfig(name="grp0"))
 
 
 def test_loss_config_defaults_and_overrides() -> None:
@@ -420,16 +448,20 @@ def test_cispo_eps_low_from_yaml_and_overrides_reaches_the_loss(tmp_path) -> Non
     assert from_yaml == loss_config("cispo", cispo_eps_low=0.2, eps_max=6.0)
     # the floor acts: the same hand case as test_cispo_lower_bound_and_cap, from the config
     inp = build("cispo", logs(CISPO_RHO))
-    stats = policy_loss("cispo", inp, from_yaml)[1]
+    stats = policy_loss(inp, from_yaml)[1]
     assert abs(stats["clip_frac_low"].item() - 2 / 9) < TOL
     with pytest.raises(ConfigError, match=r"loss.cispo_eps_low: must be in \(0, 1\]"):
         load_config(None, ["loss.cispo_eps_low=1.5"])
 
 
-def test_policy_loss_resolves_an_unresolved_config_with_its_variant() -> None:
+def test_policy_loss_takes_the_resolved_config_only() -> None:
+    """Before: ``policy_loss(name, inp, cfg)`` took the name twice and quietly re-resolved a config
+    whose optional fields were None (with the name argument's variant, whatever ``cfg.name`` said)."""
     inp = build("dapo", logs(PPO_RHO))
-    a = policy_loss("dapo", inp, LossConfig())[0].item()  # name cispo, eps None: dapo's defaults
-    assert a == policy_loss("dapo", inp, loss_config("dapo"))[0].item()
+    with pytest.raises(ValueError, match="eps_low, eps_high, eps_max, wapo_eps unresolved; pass resolve_loss"):
+        policy_loss(inp, LossConfig(name="dapo"))
+    assert policy_loss(inp, resolve_loss(LossConfig(name="dapo")))[0].item() == \
+        policy_loss(inp, loss_config("dapo"))[0].item()
 
 
 def test_register_checks_defaults_against_the_config_fields() -> None:

@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from rlvr.algo import mismatch as MM
 from rlvr.algo.losses import LossInputs, loss_config, policy_loss, resolve_loss, token_weights
+from rlvr.algo.mismatch import correct, is_weights, log_mismatch, merge, mismatch_stats, rejected, summarise
 from rlvr.config import IS_CORRECTIONS, ConfigError, LossConfig, load_config
 from rlvr.model.logprobs import score
 from rlvr.model.tiny import TinyGPT
@@ -49,41 +49,41 @@ def test_hand_weights_for_every_mode() -> None:
     }
     assert set(want) == set(IS_CORRECTIONS)
     for mode, w in want.items():
-        got = MM.is_weights(train, beh, MASK, mode, C)
+        got = is_weights(train, beh, MASK, mode, C)
         assert not got.requires_grad
         torch.testing.assert_close(got, torch.tensor(w, dtype=F64), atol=1e-12, rtol=0, msg=mode)
 
 
 def test_masked_modes_reject_exactly_the_tokens_past_the_cap() -> None:
     train, beh = _logps()
-    assert MM.rejected(train, beh, MASK, "token_mis", C).tolist() == [[False, True, False], [False, False, False]]
-    assert MM.rejected(train, beh, MASK, "seq_mis", C).tolist() == [[True, True, True], [False, False, False]]
+    assert rejected(train, beh, MASK, "token_mis", C).tolist() == [[False, True, False], [False, False, False]]
+    assert rejected(train, beh, MASK, "seq_mis", C).tolist() == [[True, True, True], [False, False, False]]
     for mode in ("none", "token_tis", "seq_tis"):
-        assert not MM.rejected(train, beh, MASK, mode, C).any()
+        assert not rejected(train, beh, MASK, mode, C).any()
 
 
 def test_weights_never_overflow_on_long_sequences() -> None:
     beh = torch.zeros(1, 4000, dtype=torch.float32)
     train = beh + 0.5  # product of ratios e^2000 overflows float32 and float64
     mask = torch.ones(1, 4000, dtype=torch.bool)
-    assert MM.is_weights(train, beh, mask, "seq_tis", C).max().item() == pytest.approx(C)
-    assert MM.is_weights(train, beh, mask, "seq_mis", C).abs().max().item() == 0.0
+    assert is_weights(train, beh, mask, "seq_tis", C).max().item() == pytest.approx(C)
+    assert is_weights(train, beh, mask, "seq_mis", C).abs().max().item() == 0.0
 
 
 def test_hand_metrics() -> None:
     train, beh = _logps()
-    s = MM.summarise(MM.mismatch_stats(train, beh, MASK, "token_tis", C))
+    s = summarise(mismatch_stats(train, beh, MASK, "token_tis", C))
     assert s["mismatch_logp_diff_mean"] == pytest.approx((0.1 + 1.0 + 0.3 + 0.5 + 0.2) / 5)
     assert s["mismatch_logp_diff_max"] == pytest.approx(1.0)
     assert s["mismatch_frac_past_cap"] == pytest.approx(1 / 5)  # token level: only e^1 > 2
     want_w = (math.exp(0.1) + C + math.exp(-0.3) + math.exp(-0.5) + math.exp(0.2)) / 5
     assert s["mismatch_is_weight_mean"] == pytest.approx(want_w)
-    seq = MM.summarise(MM.mismatch_stats(train, beh, MASK, "seq_mis", C))
+    seq = summarise(mismatch_stats(train, beh, MASK, "seq_mis", C))
     assert seq["mismatch_frac_past_cap"] == pytest.approx(3 / 5)  # row 0's three tokens (sum 0.8 > log 2)
     # sums from two halves merge to the whole
-    halves = MM.merge(MM.mismatch_stats(train[:1], beh[:1], MASK[:1], "none", C),
-                      MM.mismatch_stats(train[1:], beh[1:], MASK[1:], "none", C))
-    assert MM.summarise(halves) == pytest.approx(MM.summarise(MM.mismatch_stats(train, beh, MASK, "none", C)))
+    halves = merge(mismatch_stats(train[:1], beh[:1], MASK[:1], "none", C),
+                      mismatch_stats(train[1:], beh[1:], MASK[1:], "none", C))
+    assert summarise(halves) == pytest.approx(summarise(mismatch_stats(train, beh, MASK, "none", C)))
 
 
 @pytest.mark.parametrize("mode", IS_CORRECTIONS)
@@ -94,9 +94,9 @@ def test_hand_gradient_is_weight_times_on_policy_gradient(mode: str) -> None:
     adv = torch.tensor([1.5, -2.0], dtype=F64)
     logp = torch.where(MASK, train, torch.zeros_like(train)).requires_grad_(True)
     agg = token_weights(MASK, 2, "seq_mean_token_mean", dtype=F64)  # 1/(2*3) row 0, 1/(2*2) row 1
-    w = MM.is_weights(train, beh, MASK, mode, C)
+    w = is_weights(train, beh, MASK, mode, C)
     inp = LossInputs(logp=logp, old_logp=logp.detach(), adv=adv, mask=MASK, weights=agg, is_weight=w)
-    loss, _ = policy_loss("grpo", inp, loss_config("grpo"))
+    loss, _ = policy_loss(inp, loss_config("grpo"))
     loss.backward()
     want = -adv[:, None] * agg * w * MASK
     torch.testing.assert_close(logp.grad, want, atol=1e-12, rtol=0)
@@ -111,9 +111,21 @@ def test_no_correction_is_exactly_the_old_loss() -> None:
     agg = token_weights(MASK, 2, "token_mean", dtype=F64)
     adv = torch.tensor([1.0, -1.0], dtype=F64)
     base = LossInputs(logp=logp, old_logp=torch.where(MASK, beh, logp), adv=adv, mask=MASK, weights=agg)
-    with_ones = LossInputs(**{**base.__dict__, "is_weight": MM.is_weights(train, beh, MASK, "none", C)})
-    assert policy_loss("dapo", base, loss_config("dapo"))[0].item() == \
-        policy_loss("dapo", with_ones, loss_config("dapo"))[0].item()
+    with_ones = LossInputs(**{**base.__dict__, "is_weight": is_weights(train, beh, MASK, "none", C)})
+    assert policy_loss(base, loss_config("dapo"))[0].item() == \
+        policy_loss(with_ones, loss_config("dapo"))[0].item()
+
+
+def test_correct_is_the_weights_the_kept_tokens_and_the_sums_in_one_call() -> None:
+    """One call where the step made three with the same five arguments."""
+    train, beh = _logps()
+    for mode in IS_CORRECTIONS:
+        c = correct(train, beh, MASK, mode, C)
+        assert torch.equal(c.weights, is_weights(train, beh, MASK, mode, C)), mode
+        assert torch.equal(c.keep, MASK & ~rejected(train, beh, MASK, mode, C)), mode
+        assert c.sums == mismatch_stats(train, beh, MASK, mode, C), mode
+    # token_mis drops row 0's token 1 (ratio e^1 > 2); the other tokens stay
+    assert correct(train, beh, MASK, "token_mis", C).keep.tolist() == [[True, False, True], [True, True, False]]
 
 
 def test_config_checks_mode_and_cap() -> None:
@@ -125,7 +137,7 @@ def test_config_checks_mode_and_cap() -> None:
     cfg = load_config("quickstart", ["loss.is_correction=seq_mis", "loss.is_cap=3"])
     assert (cfg.loss.is_correction, cfg.loss.is_cap) == ("seq_mis", 3.0)
     with pytest.raises(ValueError, match="shape"):
-        MM.is_weights(torch.zeros(2, 3), torch.zeros(2, 2), torch.ones(2, 3), "token_tis", C)
+        is_weights(torch.zeros(2, 3), torch.zeros(2, 2), torch.ones(2, 3), "token_tis", C)
 
 
 # ----------------------------------------------------------------------------- bf16 sampler, fp32 trainer
@@ -154,21 +166,21 @@ def test_bf16_sampling_gives_a_measurable_mismatch_that_the_correction_bounds(bf
     cfg, trainer, tok, params, rb = bf16_batch
     train = score(trainer, rb, cfg.sampling.temperature)
     m = rb.loss_mask
-    s = MM.summarise(MM.mismatch_stats(train, rb.behaviour_logp, m, "none", 1.01))
+    s = summarise(mismatch_stats(train, rb.behaviour_logp, m, "none", 1.01))
     same = sample(trainer, tok, _PROMPTS, params, generator=sampling_generator(0, 0))  # fp32 sampler
-    s32 = MM.summarise(MM.mismatch_stats(score(trainer, same), same.behaviour_logp, same.loss_mask, "none", 1.01))
+    s32 = summarise(mismatch_stats(score(trainer, same), same.behaviour_logp, same.loss_mask, "none", 1.01))
     # measured: bf16 ~5e-5 mean, ~2e-4 max; the fp32 sampler ~2e-8 (float rounding only)
     assert s["mismatch_logp_diff_mean"] > 1e-5 and s["mismatch_logp_diff_max"] > 5e-5
     assert s["mismatch_logp_diff_mean"] > 100 * s32["mismatch_logp_diff_mean"]
-    ratio = torch.exp(MM.log_mismatch(train, rb.behaviour_logp, m))
+    ratio = torch.exp(log_mismatch(train, rb.behaviour_logp, m))
     cap = 1.0 + 0.5 * float(ratio[m].max() - 1.0)  # a cap inside the measured spread: some tokens past it
     assert ratio[m].max() > cap
-    past = MM.summarise(MM.mismatch_stats(train, rb.behaviour_logp, m, "token_tis", cap))
+    past = summarise(mismatch_stats(train, rb.behaviour_logp, m, "token_tis", cap))
     assert 0 < past["mismatch_frac_past_cap"] < 1
     for mode in ("token_tis", "seq_tis", "token_mis", "seq_mis"):
-        w = MM.is_weights(train, rb.behaviour_logp, m, mode, cap)
+        w = is_weights(train, rb.behaviour_logp, m, mode, cap)
         assert float(w[m].max()) <= cap + 1e-6, mode  # bounded, whatever the raw ratio
-    tis = MM.is_weights(train, rb.behaviour_logp, m, "token_tis", cap)
+    tis = is_weights(train, rb.behaviour_logp, m, "token_tis", cap)
     assert torch.equal(tis[m] < ratio[m] - 1e-7, ratio[m] > cap)  # exactly the tokens past the cap are cut
 
 
@@ -191,10 +203,10 @@ def test_the_step_logs_the_mismatch_and_applies_the_correction(bf16_batch, mode:
                                      "sampling.max_new_tokens=12", "algo.minibatches=1", "optim.grad_clip=0",
                                      f"loss.is_correction={mode}"])
     train = score(trainer, rb, 1.0)
-    ratio = torch.exp(MM.log_mismatch(train, rb.behaviour_logp, rb.loss_mask))
+    ratio = torch.exp(log_mismatch(train, rb.behaviour_logp, rb.loss_mask))
     cap = 1.0 + 0.5 * float(ratio[rb.loss_mask].max() - 1.0)  # inside the measured spread
     cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, is_cap=cap))
-    want = MM.summarise(MM.mismatch_stats(train, rb.behaviour_logp, rb.loss_mask, mode, cap))
+    want = summarise(mismatch_stats(train, rb.behaviour_logp, rb.loss_mask, mode, cap))
     adv_B = torch.tensor([1.0, -1.0, 1.0, -1.0] * 3)
     out = policy_update(_state(cfg, trainer, tok, params), _scored(rb), adv_B, rb.loss_mask)
     for k, v in want.items():  # one mini-batch: the measured rows are every row, before the update

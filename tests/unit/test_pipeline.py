@@ -25,7 +25,8 @@ from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.sample import SampleParams, generate
 from rlvr.train.lag_queue import LagQueue, ScoredGroup
 from rlvr.train.pipeline import GeneratorWorker
-from rlvr.train.step import rl_step, staleness
+from rlvr.train.step import rl_step
+from rlvr.train.step_metrics import staleness
 from rlvr.train.weights import WeightStore, bucket_layout, pack, unpack_into
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
 

@@ -4,6 +4,7 @@ redesign (commit 17d5306), named in its docstring."""
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.engine import sample, sample_params
 from rlvr.train.pipeline import make_groups
 from rlvr.train.state import TrainState, sampling_generator
-from rlvr.train.step import advantages, policy_update
+from rlvr.train.step import Collected, advantages, micro_step, policy_update, rl_step
 from rlvr.types import Problem, RolloutBatch, ScoredBatch, Verdict
 
 G = 4
@@ -122,3 +123,40 @@ def test_kl_anchor_acts_on_every_token_whatever_the_loss_weights(tiny):
     out = policy_update(st, _batch([[0, 0, 0, 0]] * 3, rb=rb), adv_B, rb.loss_mask)
     assert out["policy_loss"] == 0.0 and out["kl_ref"] > 0
     assert out["grad_norm"] > 1e-4  # the KL anchor alone moves the policy
+
+
+def test_micro_step_takes_a_micro_batch_not_eleven_arguments():
+    """Before: ``micro_step`` took 11 parameters, two of them dicts it mutated as outputs (issue 46)."""
+    assert list(inspect.signature(micro_step).parameters) == ["st", "micro", "diagnostics"]
+
+
+class _Handed:
+    """A source that hands over fixed groups: ``seen`` sampled, ``kept`` to train on."""
+
+    def __init__(self, kept: ScoredBatch, seen: ScoredBatch):
+        self.kept, self.seen = kept, seen
+
+    def collect(self, st) -> Collected:
+        return Collected(self.kept, self.seen, self.seen.size, self.seen.rollouts.n_tokens)
+
+    def after_update(self, st, collected) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_zero_var_frac_is_the_share_of_every_sampled_group_as_trl_logs_it(tiny):
+    """Before: ``zero_var_frac`` was written twice per step, over the sampled groups and then over the
+    kept ones, and the second won: with dynamic sampling it read 0 here although 2 of the 3 sampled
+    groups had equal rewards. TRL's ``frac_reward_zero_std`` (the sink name) is over every generated
+    group; the trained batch's share has its own key."""
+    cfg, model, tok, params, rb = tiny
+    cfg = load_config("quickstart", ["model.n_layer=1", "model.d_model=32", "model.n_head=2", f"algo.group_size={G}",
+                                     "sampling.max_new_tokens=10", "sampling.interruption_budget=0",
+                                     "reward.kind=verifier", "algo.npr_threshold=0"])
+    seen = _batch([[1, 0, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0]], rb=rb)
+    kept = seen.select(torch.tensor([True, False, False]))  # dynamic sampling kept the mixed group
+    metrics = rl_step(_state(cfg, model, tok, params), 1, _Handed(kept, seen))
+    assert metrics["zero_var_frac"] == pytest.approx(2 / 3) and metrics["zero_var_frac_trained"] == 0.0
+    assert "grad_norm" in metrics

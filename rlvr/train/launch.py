@@ -2,7 +2,9 @@
 ``pipeline.ray_trainer_actor``) inside a Ray trainer actor that runs the same
 :func:`rlvr.train.loop.train`, so that trainer, generators and verifier are all Ray actors.
 
-Every command that trains calls :func:`run_training`; the loop itself never re-enters Ray.
+``rlvr run`` and ``rlvr train`` call :func:`run_training`; ``rlvr distributed`` (one process per
+rank, synchronous) and the cells of ``rlvr reproduce`` call :func:`rlvr.train.loop.train` directly,
+in this process. The loop itself never starts a trainer actor.
 """
 
 from __future__ import annotations

@@ -118,7 +118,8 @@ def _to_json(results: list[_RunResult]) -> dict:
 
 
 def _table(results: list[_RunResult]) -> list[str]:
-    head = (f"{'run':<20} {'A':>6} {'A 95% CI':>15} {'B':>6} {'C_mid':>9} {'R0':>6} {'rmse':>7} {'bent':>5}"
+    width = max(len("run"), *(len(r.name) for r in results))  # full names: runs of one day differ at the end
+    head = (f"{'run':<{width}} {'A':>6} {'A 95% CI':>15} {'B':>6} {'C_mid':>9} {'R0':>6} {'rmse':>7} {'bent':>5}"
             f"  {'predict at':>10} {'value [interval]':>22} {'observed':>8}")
     lines = [head, "-" * len(head)]
     for r in results:
@@ -126,7 +127,7 @@ def _table(results: list[_RunResult]) -> list[str]:
         ci = r.boot.ci["A"] if r.boot is not None else (math.nan, math.nan)
         obs = "-" if r.observed is None else f"{r.observed:.3f}"
         lines.append(
-            f"{r.name[:20]:<20} {f.A:6.3f} [{ci[0]:5.3f}, {ci[1]:5.3f}] {f.B:6.2f} {f.C_mid:9.3g} "
+            f"{r.name:<{width}} {f.A:6.3f} [{ci[0]:5.3f}, {ci[1]:5.3f}] {f.B:6.2f} {f.C_mid:9.3g} "
             f"{f.R0:6.3f} {f.rmse:7.4f} {'yes' if f.bent else 'NO':>5}  {r.at:10.3g} "
             f"{r.value:6.3f} [{r.low:5.3f}, {r.high:5.3f}] {obs:>8}"
         )

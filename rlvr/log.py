@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.metric_names import flat, namespaced
-from rlvr.paths import atomic_write
+from rlvr.paths import RUN_METRICS, atomic_write
 
 SHOWN = ("reward", "pass_rate", "heldout_pass_rate", "entropy", "response_len", "loss")
 
@@ -72,7 +72,7 @@ class MetricsLog:
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = False, wandb: bool | dict | None = None,
                  config: dict | None = None, truncate_after: int | None = None, mlflow: str | None = None):
-        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path = Path(run_dir) / RUN_METRICS
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if truncate_after is not None:
             self._truncate(truncate_after)
@@ -198,7 +198,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def read_metrics(run_dir: str | Path) -> list[dict]:
     """The lines of ``run_dir/metrics.jsonl`` with rlvr's flat keys (a file written with the
     namespaced names of :mod:`rlvr.metric_names` reads the same); stops at a torn last line."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / RUN_METRICS
     rows = []
     if path.exists():
         for line in path.read_text().splitlines():

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write, metrics_file
 
 HELP = "Find the model-collapse step of intrinsic-reward runs and rank them (later = stronger prior)."
 EPILOG = """examples:
@@ -35,12 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _metrics_file(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"{path} does not exist; pass an rlvr run directory or a JSONL file of rows")
-    if path.is_dir():
-        f = path / "metrics.jsonl"
-        if not f.is_file():
-            raise UserError(f"{path} has no metrics.jsonl; pass a run directory written by the trainer")
-        return f
-    return path
+    return metrics_file(path) if path.is_dir() else path
 
 
 def _check_row(row: dict, where: str) -> dict:
@@ -126,5 +122,5 @@ def run(args: argparse.Namespace) -> int:
         out = {"runs": [{"name": n, "path": str(p), "rank": rank[n], **results[n].to_dict()}
                         for n, p in zip(names, paths)],
                "ranking": order, "window": args.window, "threshold": args.threshold}
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        atomic_write(args.json, json.dumps(out, indent=2) + "\n")
     return 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write
 
 HELP = "Evaluate pass@k, support and entropy from samples files or a checkpoint."
 EPILOG = """examples:
@@ -61,19 +61,8 @@ def _parse_ks(text: str | None) -> list[int] | None:
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
-    """Write ``obj`` as indented JSON atomically (temp file in the same folder + rename)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    """Write ``obj`` as indented JSON atomically (:func:`rlvr.paths.atomic_write`)."""
+    return atomic_write(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
 
 
 def _check_paths(args: argparse.Namespace) -> None:

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.paths import atomic_write
+
 HELP = "Fit sigmoidal compute-performance curves (ScaleRL) to runs; compare ceilings A and efficiency B."
 EPILOG = """examples:
   rlvr fit runs/cispo runs/dapo                      # fit both, rank by A and by B
@@ -179,8 +181,7 @@ def run(args: argparse.Namespace) -> int:
         for line in _ranking_lines(results):
             print(line)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_to_json(results), indent=2) + "\n")
+        atomic_write(args.json, json.dumps(_to_json(results), indent=2) + "\n")
         print(f"wrote {args.json}")
     if args.plot is not None:
         from rlvr.analysis.curve_plots import CurveSeries, plot_curves

@@ -12,6 +12,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write
 
 HELP = "Compare a base model's weights with tuned ones: update sparsity, spectrum, principal subspaces."
 EPILOG = """examples:
@@ -238,8 +239,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mask overlap {key} ({ov['a']} vs {ov['b']}): jaccard {_fmt(ov['jaccard'])}, chance "
               f"{_fmt(ov['jaccard_chance'])} ({_fmt(ov['ratio'], '.2f')}x)")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        atomic_write(args.json, json.dumps(result, indent=1))
         print(f"wrote {args.json}")
     if args.plots:
         from rlvr.analysis.update_plots import plot_results

@@ -17,6 +17,7 @@ from rlvr.log import warn
 from rlvr.machine import machine_info
 from rlvr.model.io import load_policy, resolve_device
 from rlvr.model.precision import apply_dtype, config_spec, resolve_dtype
+from rlvr.paths import atomic_write
 from rlvr.tasks.base import task_equivalence
 from rlvr.tasks.registry import get_task
 
@@ -48,7 +49,7 @@ def evaluate_pair(cfg: RunConfig, base_ckpt: str | Path, trained_ckpt: str | Pat
     ret["delta"] = {name: retention_delta(ret["base"][name], r, seed) for name, r in ret["trained"].items()}
     result["retention"] = ret
     result["machine"] = machine_info(precision.dtype, device)
-    (out / "eval.json").write_text(json.dumps(result, indent=2))
+    atomic_write(out / "eval.json", json.dumps(result, indent=2))
     try:
         plot_all(result, out / "plots")
     except Exception as e:  # noqa: BLE001 - a plot must never lose the numbers

@@ -35,6 +35,7 @@ from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.retention import retention_eval, retention_task
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy_as, save_policy
+from rlvr.paths import atomic_write
 from rlvr.train.averaging import parallel_step
 from rlvr.train.pretrain import base_model
 from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
@@ -234,7 +235,7 @@ def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teach
         return {**done, "reused": True}
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    (d / "config.yaml").write_text(dump_yaml(cfg))
+    atomic_write(d / "config.yaml", dump_yaml(cfg))
     t0 = time.time()
     torch.manual_seed(cfg.train.seed)
     model, tok = load_policy_as(start, cfg.model)
@@ -251,7 +252,7 @@ def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teach
            "train_s": train_s, "wall_s": time.time() - t0, "start": str(start), "key": key}
     if pipeline == "distill":
         res["teacher"] = str(teacher)
-    (d / "done.json").write_text(json.dumps(res, indent=1))
+    atomic_write(d / "done.json", json.dumps(res, indent=1))
     if note:
         note(f"{pipeline:12s} m={milestone:.2f} pass@1={res.get('pass@1', 0):.3f} wall={res['wall_s']:.0f}s")
     return {**res, "reused": False}
@@ -286,8 +287,8 @@ def run_grid(cfg: RunConfig, progress: str = "none", note: Note | None = None) -
     out = Path(ex.out_dir)
     table = {"config": to_dict(cfg), "teacher": str(teacher), "rows": rows, "wall_s": time.time() - t0,
              "budget_note": budget_note(cfg)}
-    (out / "table.json").write_text(json.dumps(table, indent=1))
-    (out / "table.md").write_text(markdown_table(table))
+    atomic_write(out / "table.json", json.dumps(table, indent=1))
+    atomic_write(out / "table.md", markdown_table(table))
     return table
 
 

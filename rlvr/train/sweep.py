@@ -11,6 +11,7 @@ from rlvr.algo.losses import LOSSES
 from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
+from rlvr.paths import atomic_write
 from rlvr.train.launch import run_training
 
 
@@ -38,7 +39,7 @@ def sweep_variants(path: str | None, overrides: list[str], variants: list[str], 
     result = {"config": path or "defaults", "overrides": overrides, "rows": rows,
               "summary": _summary(rows, variants)}
     root.mkdir(parents=True, exist_ok=True)
-    (root / "sweep.json").write_text(json.dumps(result, indent=2))
+    atomic_write(root / "sweep.json", json.dumps(result, indent=2))
     result["path"] = str(root / "sweep.json")
     return result
 

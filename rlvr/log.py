@@ -210,12 +210,16 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 class Progress:
-    """steps done / total, ETA and the latest metrics; a rich bar on a TTY, lines otherwise."""
+    """steps done / total, ETA and the latest metrics; a rich bar on a TTY, lines otherwise.
 
-    def __init__(self, total: int, desc: str, mode: str = "auto", every: int = 1, start: int = 0):
+    ``mode``: auto (bar on a TTY, else plain) | bar | plain (a line every ``every`` steps and at the
+    end, on stderr) | none. ``unit`` names what is counted in plain lines (``12/46 decoding steps``)."""
+
+    def __init__(self, total: int, desc: str, mode: str = "auto", every: int = 1, start: int = 0, unit: str = ""):
         if mode == "auto":
             mode = "bar" if sys.stderr.isatty() else "plain"
         self.mode, self.total, self.desc, self.every = mode, total, desc, max(1, every)
+        self.unit = f" {unit}" if unit else ""
         self.done, self.t0, self.start = start, time.time(), start
         self._bar = None
         if mode == "bar":
@@ -243,7 +247,7 @@ class Progress:
         elif self.mode == "plain" and (self.done % self.every == 0 or self.done == self.total):
             eta = self.eta()
             eta_s = f"{eta:.0f}s" if math.isfinite(eta) else "?"
-            print(f"[{self.desc}] {self.done}/{self.total} eta {eta_s} {info}", file=sys.stderr, flush=True)
+            print(f"[{self.desc}] {self.done}/{self.total}{self.unit} eta {eta_s} {info}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -38,7 +38,7 @@ def run(args) -> int:
     run_dir = run_training(cfg, run_dir=args.run_dir, progress=mode)
     t_train = time.time() - t0 - t_base
     trained = latest_good_checkpoint(run_dir)
-    result = evaluate_pair(cfg, base, trained, run_dir)
+    result = evaluate_pair(cfg, base, trained, run_dir, progress=mode)
     report = None
     try:  # the numbers are saved already; a failing plot must not fail the run
         from rlvr.report.html import write_report

@@ -63,18 +63,22 @@ def parse_parts(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def list_experiments() -> None:
+def list_experiments(plain: bool = False) -> None:
+    """One row per declared experiment (its cost in minutes, full and ``--quick``, and its claims),
+    and under it one row per ``--part``."""
+    from rlvr.console import print_table
     from rlvr.experiments.spec import load, names
 
-    print(f"{'experiment':14s} {'full min':>8s} {'quick min':>9s} {'claims':>6s}  title")
+    rows = []
     for n in names():
         e = load(n)
-        full = f"{e.minutes:8.0f}" if e.minutes else f"{'?':>8s}"
-        print(f"{n:14s} {full} {e.quick.get('minutes', 3):9.0f} {len(e.claims):6d}  {e.title}")
+        rows.append([n, f"{e.minutes:.0f}" if e.minutes else "?", f"{e.quick.get('minutes', 3):.0f}",
+                     str(len(e.claims)), e.title])
         for i, (evals, minutes, seeds) in enumerate(e.parts, 1):
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
             cost = f"{minutes:.0f} min" if minutes else "not measured yet"
-            print(f"  --part {i}: {cost}, evaluations {', '.join(evals)}{which}")
+            rows.append([f"  --part {i}", "", "", "", f"{cost}, evaluations {', '.join(evals)}{which}"])
+    print_table(["experiment", "full min", "quick min", "claims", "title"], rows, align="lrrrl", plain=plain)
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 
@@ -85,7 +89,7 @@ def run(args) -> int:
     from rlvr.errors import UserError
 
     if not args.name:
-        list_experiments()
+        list_experiments(args.plain)
         return 0
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds must be >= 1 (got {args.seeds})")
@@ -148,9 +152,9 @@ def run(args) -> int:
                                                                            look, out)}
     page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
                       machine_line(machine_info(prec)), command, args.quick, sections)
-    width = max((len(r["id"]) for r in rows), default=10)
-    for r in rows:
-        print(f"{r['id']:{width}s}  {r['verdict']}")
+    from rlvr.console import print_table
+
+    print_table(["claim", "verdict"], [[r["id"], r["verdict"]] for r in rows], align="ll", plain=args.plain)
     print(f"page: {page}")
     if args.publish:
         from rlvr.experiments.page import publish

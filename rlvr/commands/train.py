@@ -53,7 +53,7 @@ def run(args) -> int:
             raise UserError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
         load_checked(path, over)
         result = sweep_variants(path, over, args.variants.split(","), seeds, mode)
-        print_sweep(result)
+        print_sweep(result, args.plain)
         return 0
     cfg = load_checked(path, over)
     print(run_training(cfg, run_dir=args.run_dir, progress=mode))

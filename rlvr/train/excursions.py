@@ -310,15 +310,20 @@ def metric_names(rows: list[dict]) -> list[str]:
     return [k for k in keys if any(k in r for r in rows)]
 
 
-def markdown_table(table: dict) -> str:
+def table_cells(table: dict) -> tuple[list[str], list[list[str]]]:
+    """(column names, formatted rows) of the grid's table: one row per cell."""
     rows = table["rows"]
     metrics = metric_names(rows)
     head = ["milestone", "pipeline", *metrics, "opt steps", "policy samples", "teacher samples", "SFT pairs",
             "wall s"]
+    cells = [[f"{r['milestone']:.2f}", r["pipeline"], *(f"{r[m]:.3f}" if m in r else "-" for m in metrics),
+              str(r["opt_steps"]), str(r["policy_samples"]), str(r["teacher_samples"]), str(r["sft_pairs"]),
+              f"{r['wall_s']:.0f}"] for r in rows]
+    return head, cells
+
+
+def markdown_table(table: dict) -> str:
+    head, cells = table_cells(table)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        vals = [f"{r['milestone']:.2f}", r["pipeline"], *(f"{r[m]:.3f}" if m in r else "-" for m in metrics),
-                str(r["opt_steps"]), str(r["policy_samples"]), str(r["teacher_samples"]), str(r["sft_pairs"]),
-                f"{r['wall_s']:.0f}"]
-        lines.append("| " + " | ".join(vals) + " |")
+    lines += ["| " + " | ".join(vals) + " |" for vals in cells]
     return "\n".join(lines) + f"\n\n{table['budget_note']}\n"

@@ -42,7 +42,7 @@ def add_arguments(p) -> None:
                    help="first put the published records (docs/reproductions/NAME/cells/: finished models "
                         "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    p.add_argument("--plain", action="store_true", help="plain progress lines and tables even on a terminal")
 
 
 def parse_parts(text: str) -> tuple[int, ...]:

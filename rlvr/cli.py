@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 
+import rlvr
 from rlvr.commands import COMMANDS
 from rlvr.errors import UserError
 
@@ -15,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlvr",
         description="Train, evaluate and analyse language models with RL from verifiable rewards.",
     )
+    parser.add_argument("--version", action="version", version=f"rlvr {rlvr.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.metric_names import flat, namespaced
-from rlvr.paths import atomic_write
+from rlvr.paths import RUN_METRICS, atomic_write
 
 SHOWN = ("reward", "pass_rate", "heldout_pass_rate", "entropy", "response_len", "loss")
 
@@ -72,7 +72,7 @@ class MetricsLog:
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = False, wandb: bool | dict | None = None,
                  config: dict | None = None, truncate_after: int | None = None, mlflow: str | None = None):
-        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path = Path(run_dir) / RUN_METRICS
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if truncate_after is not None:
             self._truncate(truncate_after)
@@ -198,7 +198,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def read_metrics(run_dir: str | Path) -> list[dict]:
     """The lines of ``run_dir/metrics.jsonl`` with rlvr's flat keys (a file written with the
     namespaced names of :mod:`rlvr.metric_names` reads the same); stops at a torn last line."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / RUN_METRICS
     rows = []
     if path.exists():
         for line in path.read_text().splitlines():
@@ -210,12 +210,16 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 class Progress:
-    """steps done / total, ETA and the latest metrics; a rich bar on a TTY, lines otherwise."""
+    """steps done / total, ETA and the latest metrics; a rich bar on a TTY, lines otherwise.
 
-    def __init__(self, total: int, desc: str, mode: str = "auto", every: int = 1, start: int = 0):
+    ``mode``: auto (bar on a TTY, else plain) | bar | plain (a line every ``every`` steps and at the
+    end, on stderr) | none. ``unit`` names what is counted in plain lines (``12/46 decoding steps``)."""
+
+    def __init__(self, total: int, desc: str, mode: str = "auto", every: int = 1, start: int = 0, unit: str = ""):
         if mode == "auto":
             mode = "bar" if sys.stderr.isatty() else "plain"
         self.mode, self.total, self.desc, self.every = mode, total, desc, max(1, every)
+        self.unit = f" {unit}" if unit else ""
         self.done, self.t0, self.start = start, time.time(), start
         self._bar = None
         if mode == "bar":
@@ -243,7 +247,7 @@ class Progress:
         elif self.mode == "plain" and (self.done % self.every == 0 or self.done == self.total):
             eta = self.eta()
             eta_s = f"{eta:.0f}s" if math.isfinite(eta) else "?"
-            print(f"[{self.desc}] {self.done}/{self.total} eta {eta_s} {info}", file=sys.stderr, flush=True)
+            print(f"[{self.desc}] {self.done}/{self.total}{self.unit} eta {eta_s} {info}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -6,6 +6,8 @@
 - :func:`replace_dir`: a directory built in a temporary sibling renamed over the target.
 - :func:`read_jsonl` / :func:`iter_jsonl`: the objects of a JSON-lines file, a bad line a one-line
   UserError naming it.
+- :func:`is_run_dir` / :func:`require_run_dir` / :func:`metrics_file`: what makes a folder a run
+  directory (its ``config.yaml``) and where its metrics are, each checked in one place.
 """
 
 from __future__ import annotations
@@ -25,6 +27,34 @@ def cache_root() -> Path:
     base = os.environ.get("RLVR_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rlvr")
     return Path(base)
+
+
+RUN_CONFIG = "config.yaml"
+"""The resolved config a run directory holds; its presence is what makes a folder a run directory."""
+RUN_METRICS = "metrics.jsonl"
+"""The per-step metrics of a run directory (one JSON line per step)."""
+
+
+def is_run_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a run directory (``rlvr train`` wrote its ``config.yaml`` there)."""
+    return (Path(path) / RUN_CONFIG).is_file()
+
+
+def require_run_dir(path: str | os.PathLike[str], what: str = "") -> Path:
+    """``path/config.yaml`` of the run directory ``path``; a UserError ``[<what> ]<path>: not a run
+    directory (no config.yaml)`` otherwise."""
+    if not is_run_dir(path):
+        raise UserError(f"{what + ' ' if what else ''}{path}: not a run directory (no {RUN_CONFIG}); pass the "
+                        "folder `rlvr train` created")
+    return Path(path) / RUN_CONFIG
+
+
+def metrics_file(run_dir: str | os.PathLike[str]) -> Path:
+    """``run_dir/metrics.jsonl``; a UserError naming the folder when it has none."""
+    path = Path(run_dir) / RUN_METRICS
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no {RUN_METRICS}; pass a run directory written by the trainer")
+    return path
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str = "utf-8") -> Path:

@@ -22,7 +22,7 @@ import numpy as np
 from rlvr.analysis.history_io import is_history, load_history
 from rlvr.errors import UserError
 from rlvr.metric_names import flat, flat_key
-from rlvr.paths import read_jsonl
+from rlvr.paths import metrics_file, read_jsonl
 
 X_KEYS = ("flops", "samples", "tokens", "gpu_hours", "wall")
 _METRIC_KEY = {"flops": "flops", "samples": "samples", "tokens": "tokens", "wall": "wall_s", "gpu_hours": "gpu_hours"}
@@ -117,9 +117,7 @@ def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
             x = "tokens"  # peers log no FLOPs; tokens are proportional to them for one model
         return (p.resolve().name if p.is_dir() else p.stem), *_validate(_metrics_xy(rows, p, x), p)
     if p.is_dir():
-        metrics = p / "metrics.jsonl"
-        if not metrics.is_file():
-            raise UserError(f"{p}: directory has no metrics.jsonl; pass an rlvr run directory")
+        metrics = metrics_file(p)
         rows = [flat(r) for r in read_jsonl(metrics)]  # old flat and namespaced names both read
         return p.resolve().name, *_validate(_metrics_xy(rows, metrics, x), metrics)
     suffix = p.suffix.lower()

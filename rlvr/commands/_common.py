@@ -10,7 +10,7 @@ def add_config_args(p: argparse.ArgumentParser, default: str | None = None) -> N
                    help=f"YAML file or built-in config name (default: {default or 'the built-in defaults'})")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loss.eps_high=0.28 train.steps=20")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    p.add_argument("--plain", action="store_true", help="plain progress lines and tables even on a terminal")
 
 
 def progress_mode(args) -> str | None:

@@ -7,7 +7,9 @@ import json
 import math
 from pathlib import Path
 
+from rlvr.console import print_table
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write, metrics_file
 
 HELP = "Find the model-collapse step of intrinsic-reward runs and rank them (later = stronger prior)."
 EPILOG = """examples:
@@ -35,12 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _metrics_file(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"{path} does not exist; pass an rlvr run directory or a JSONL file of rows")
-    if path.is_dir():
-        f = path / "metrics.jsonl"
-        if not f.is_file():
-            raise UserError(f"{path} has no metrics.jsonl; pass a run directory written by the trainer")
-        return f
-    return path
+    return metrics_file(path) if path.is_dir() else path
 
 
 def _check_row(row: dict, where: str) -> dict:
@@ -82,18 +79,18 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _table(names: list[str], results: dict) -> list[str]:
-    w = max(len("run"), *(len(n) for n in names))
-    lines = [f"{'run':<{w}}  {'collapse':>14}  {'peak acc (step)':>16}  {'final acc (step)':>17}"
-             f"  {'proxy@collapse':>14}  rise&fall"]
+TABLE_HEADERS = ["run", "collapse", "peak acc (step)", "final acc (step)", "proxy@collapse", "rise&fall"]
+
+
+def _table_rows(names: list[str], results: dict) -> list[list[str]]:
+    rows = []
     for n in names:
         r = results[n]
-        col = str(r.collapse_step) if r.collapsed else "none"
-        peak = f"{_fmt(r.peak_accuracy)} ({r.peak_step if r.peak_step is not None else '-'})"
-        final = f"{_fmt(r.final_accuracy)} ({r.final_step})"
-        lines.append(f"{n:<{w}}  {col:>14}  {peak:>16}  {final:>17}  {_fmt(r.proxy_at_collapse):>14}"
-                     f"  {'yes' if r.rise_then_fall else 'no'}")
-    return lines
+        peak_step = r.peak_step if r.peak_step is not None else "-"
+        rows.append([n, str(r.collapse_step) if r.collapsed else "none", f"{_fmt(r.peak_accuracy)} ({peak_step})",
+                     f"{_fmt(r.final_accuracy)} ({r.final_step})", _fmt(r.proxy_at_collapse),
+                     "yes" if r.rise_then_fall else "no"])
+    return rows
 
 
 def _ranking(order: list[str], results: dict) -> list[str]:
@@ -120,11 +117,12 @@ def run(args: argparse.Namespace) -> int:
     results = {n: analyse_run(load_rows(p), args.window, args.threshold, args.margin)
                for n, p in zip(names, paths)}
     order = rank_runs(results)
-    print("\n".join(_table(names, results) + [""] + _ranking(order, results)))
+    print_table(TABLE_HEADERS, _table_rows(names, results), align="lrrrrl")
+    print("\n".join(["", *_ranking(order, results)]))
     if args.json:
         rank = {n: i for i, n in enumerate(order, start=1)}
         out = {"runs": [{"name": n, "path": str(p), "rank": rank[n], **results[n].to_dict()}
                         for n, p in zip(names, paths)],
                "ranking": order, "window": args.window, "threshold": args.threshold}
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        atomic_write(args.json, json.dumps(out, indent=2) + "\n")
     return 0

@@ -6,11 +6,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from rlvr.console import print_table
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write
 
 HELP = "Evaluate pass@k, support and entropy from samples files or a checkpoint."
 EPILOG = """examples:
@@ -63,19 +64,8 @@ def _parse_ks(text: str | None) -> list[int] | None:
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
-    """Write ``obj`` as indented JSON atomically (temp file in the same folder + rename)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    """Write ``obj`` as indented JSON atomically (:func:`rlvr.paths.atomic_write`)."""
+    return atomic_write(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -230,31 +220,17 @@ def _tables(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[li
 
 
 def print_result(result: dict[str, Any]) -> None:
-    """Print the pass@k table and the other metrics (rich when installed, plain text otherwise), then
-    the machine line when the result has one."""
-    _print_tables(result)
+    """Print the pass@k table and the table of the other metrics (:func:`rlvr.console.print_table`),
+    then the machine line when the result has one."""
+    header, rows, other = _tables(result)
+    print_table(header, rows, align="r" + "l" * (len(header) - 1))
+    print()
+    print_table(["metric", "value"], other, align="lr")
     if result.get("machine"):
         from rlvr.machine import machine_line
 
         base = result["machine"].get("base_precision")
         print("machine: " + machine_line(result["machine"]) + (f" (base {base})" if base else ""))
-
-
-def _print_tables(result: dict[str, Any]) -> None:
-    header, rows, other = _tables(result)
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        for line in [header, *rows, [], *other]:
-            print("  ".join(f"{cell:<24}" for cell in line).rstrip())
-        return
-    console = Console()
-    for cols, body in ((header, rows), (["metric", "value"], other)):
-        table = Table(*cols)
-        for row in body:
-            table.add_row(*row)
-        console.print(table)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,8 +28,9 @@ def run(args) -> int:
     import torch
 
     from rlvr.commands._common import load_checked, progress_mode, require_path, split_config_and_overrides
+    from rlvr.console import print_table
     from rlvr.errors import UserError
-    from rlvr.train.excursions import run_grid
+    from rlvr.train.excursions import run_grid, table_cells
 
     if args.threads < 1:
         raise UserError(f"--threads {args.threads}: must be >= 1; e.g. --threads 1")
@@ -47,7 +48,9 @@ def run(args) -> int:
     if not args.no_plots:
         plot_table(table, out / "plots")
     if not quiet:
-        print((out / "table.md").read_text())
+        head, cells = table_cells(table)
+        print_table(head, cells, align="rl" + "r" * (len(head) - 2), plain=args.plain)
+        print(f"\n{table['budget_note']}\n")
         reused = sum(r["reused"] for r in table["rows"])
         n = len(table["rows"])
         print(f"{n} cells ({reused} reused) in {table['wall_s']:.0f}s; table: {out / 'table.md'}")

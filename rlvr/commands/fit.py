@@ -8,6 +8,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.console import print_table
+from rlvr.paths import atomic_write
+
 HELP = "Fit sigmoidal compute-performance curves (ScaleRL) to runs; compare ceilings A and efficiency B."
 EPILOG = """examples:
   rlvr fit runs/cispo runs/dapo                      # fit both, rank by A and by B
@@ -117,23 +120,20 @@ def _to_json(results: list[_RunResult]) -> dict:
     return {"runs": runs}
 
 
-def _table(results: list[_RunResult]) -> list[str]:
-    head = (f"{'run':<20} {'A':>6} {'A 95% CI':>15} {'B':>6} {'C_mid':>9} {'R0':>6} {'rmse':>7} {'bent':>5}"
-            f"  {'predict at':>10} {'value [interval]':>22} {'observed':>8}")
-    lines = [head, "-" * len(head)]
+TABLE_HEADERS = ["run", "A", "A 95% CI", "B", "C_mid", "R0", "rmse", "bent", "predict at", "value [interval]",
+                 "observed"]
+
+
+def _table_rows(results: list[_RunResult]) -> list[list[str]]:
+    """One row per run, whole run names (runs of one day differ only at the end)."""
+    rows = []
     for r in results:
         f = r.fit
         ci = r.boot.ci["A"] if r.boot is not None else (math.nan, math.nan)
-        obs = "-" if r.observed is None else f"{r.observed:.3f}"
-        lines.append(
-            f"{r.name[:20]:<20} {f.A:6.3f} [{ci[0]:5.3f}, {ci[1]:5.3f}] {f.B:6.2f} {f.C_mid:9.3g} "
-            f"{f.R0:6.3f} {f.rmse:7.4f} {'yes' if f.bent else 'NO':>5}  {r.at:10.3g} "
-            f"{r.value:6.3f} [{r.low:5.3f}, {r.high:5.3f}] {obs:>8}"
-        )
-    for r in results:
-        if not r.fit.bent:
-            lines.append(f"note: {r.name}: {r.fit.message}")
-    return lines
+        rows.append([r.name, f"{f.A:.3f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]", f"{f.B:.2f}", f"{f.C_mid:.3g}",
+                     f"{f.R0:.3f}", f"{f.rmse:.4f}", "yes" if f.bent else "NO", f"{r.at:.3g}",
+                     f"{r.value:.3f} [{r.low:.3f}, {r.high:.3f}]", "-" if r.observed is None else f"{r.observed:.3f}"])
+    return rows
 
 
 def _ranking(results: list[_RunResult], key: str) -> str:
@@ -172,14 +172,15 @@ def run(args: argparse.Namespace) -> int:
     if len(set(names)) < len(names):  # two runs with the same directory name: show their paths
         for r, p in zip(results, args.paths):
             r.name = str(p)
-    for line in _table(results):
-        print(line)
+    print_table(TABLE_HEADERS, _table_rows(results))
+    for r in results:
+        if not r.fit.bent:
+            print(f"note: {r.name}: {r.fit.message}")
     if len(results) > 1:
         for line in _ranking_lines(results):
             print(line)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_to_json(results), indent=2) + "\n")
+        atomic_write(args.json, json.dumps(_to_json(results), indent=2) + "\n")
         print(f"wrote {args.json}")
     if args.plot is not None:
         from rlvr.analysis.curve_plots import CurveSeries, plot_curves

@@ -42,7 +42,7 @@ def add_arguments(p) -> None:
                    help="first put the published records (docs/reproductions/NAME/cells/: finished models "
                         "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    p.add_argument("--plain", action="store_true", help="plain progress lines and tables even on a terminal")
 
 
 def parse_parts(text: str) -> tuple[int, ...]:
@@ -63,19 +63,23 @@ def parse_parts(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def list_experiments() -> None:
+def list_experiments(plain: bool = False) -> None:
+    """One row per declared experiment (its cost in minutes, full and ``--quick``, and its claims),
+    and under it one row per ``--part``."""
+    from rlvr.console import print_table
     from rlvr.experiments.spec import load, names
 
-    print(f"{'experiment':14s} {'full min':>8s} {'quick min':>9s} {'claims':>6s}  title")
+    rows = []
     for n in names():
         e = load(n)
-        full = f"{e.minutes:8.0f}" if e.minutes else f"{'?':>8s}"
-        print(f"{n:14s} {full} {e.quick.minutes:9.0f} {len(e.claims):6d}  {e.title}")
+        rows.append([n, f"{e.minutes:.0f}" if e.minutes else "?", f"{e.quick.minutes:.0f}",
+                     str(len(e.claims)), e.title])
         for i, part in enumerate(e.parts, 1):
             seeds = part.seeds
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
             cost = f"{part.minutes:.0f} min" if part.minutes else "not measured yet"
-            print(f"  --part {i}: {cost}, evaluations {', '.join(part.evaluations)}{which}")
+            rows.append([f"  --part {i}", "", "", "", f"{cost}, evaluations {', '.join(part.evaluations)}{which}"])
+    print_table(["experiment", "full min", "quick min", "claims", "title"], rows, align="lrrrl", plain=plain)
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 
@@ -86,7 +90,7 @@ def run(args) -> int:
     from rlvr.errors import UserError
 
     if not args.name:
-        list_experiments()
+        list_experiments(args.plain)
         return 0
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds must be >= 1 (got {args.seeds})")
@@ -149,9 +153,9 @@ def run(args) -> int:
                                                                            look, out)}
     page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
                       machine_line(machine_info(prec)), command, args.quick, sections)
-    width = max((len(r["id"]) for r in rows), default=10)
-    for r in rows:
-        print(f"{r['id']:{width}s}  {r['verdict']}")
+    from rlvr.console import print_table
+
+    print_table(["claim", "verdict"], [[r["id"], r["verdict"]] for r in rows], align="ll", plain=args.plain)
     print(f"page: {page}")
     if args.publish:
         from rlvr.experiments.page import publish

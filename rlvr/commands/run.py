@@ -38,7 +38,7 @@ def run(args) -> int:
     run_dir = run_training(cfg, run_dir=args.run_dir, progress=mode)
     t_train = time.time() - t0 - t_base
     trained = latest_good_checkpoint(run_dir)
-    result = evaluate_pair(cfg, base, trained, run_dir)
+    result = evaluate_pair(cfg, base, trained, run_dir, progress=mode)
     report = None
     try:  # the numbers are saved already; a failing plot must not fail the run
         from rlvr.report.html import write_report
@@ -48,22 +48,26 @@ def run(args) -> int:
         from rlvr.log import warn
 
         warn(f"report failed: {e}")
-    print_summary(result, run_dir, report, {"base model": t_base, "RL": t_train, "total": time.time() - t0})
+    print_summary(result, run_dir, report, {"base model": t_base, "RL": t_train, "total": time.time() - t0},
+                  plain=args.plain)
     return 0
 
 
-def print_summary(result: dict, run_dir, report, times: dict) -> None:
+def print_summary(result: dict, run_dir, report, times: dict, plain: bool = False) -> None:
+    """The base-vs-trained table (pass@k, entropies, length) and the lines after it; ``plain``: the
+    table as plain text even on a terminal (``--plain``)."""
+    from rlvr.console import print_table
+
     b, t = result["base"], result["trained"]
     ks = sorted(set(b["pass_at_k"]) & set(t["pass_at_k"]), key=int)
     print(f"\nrun: {run_dir}")
     print(f"held-out problems: {b['problems']}, samples per problem: {b['n']}")
-    print(f"{'metric':22s} {'base':>8s} {'trained':>8s} {'delta':>8s}")
-    for k in ks:
-        print(f"{'pass@' + k:22s} {b['pass_at_k'][k]:8.3f} {t['pass_at_k'][k]:8.3f} "
-              f"{t['pass_at_k'][k] - b['pass_at_k'][k]:+8.3f}")
-    for key in ("token_entropy", "answer_entropy", "mean_num_tokens"):
-        if b.get(key) is not None and t.get(key) is not None:
-            print(f"{key:22s} {b[key]:8.3f} {t[key]:8.3f} {t[key] - b[key]:+8.3f}")
+    rows = [(f"pass@{k}", b["pass_at_k"][k], t["pass_at_k"][k]) for k in ks]
+    rows += [(key, b[key], t[key]) for key in ("token_entropy", "answer_entropy", "mean_num_tokens")
+             if b.get(key) is not None and t.get(key) is not None]
+    print_table(["metric", "base", "trained", "delta"],
+                [[name, f"{base:.3f}", f"{trained:.3f}", f"{trained - base:+.3f}"] for name, base, trained in rows],
+                plain=plain)
     s = result.get("support", {})
     if s:
         c = s.get("counts", {})

@@ -29,16 +29,15 @@ def run(args) -> int:
 
     from rlvr.commands._common import load_checked, progress_mode, require_path, split_config_and_overrides
     from rlvr.errors import UserError
+    from rlvr.paths import require_run_dir
     from rlvr.train.launch import run_training
 
     mode = progress_mode(args)
     if args.resume:
         run = Path(args.resume)
         require_path(run, "--resume", "pass the run directory `rlvr train` created", kind="dir")
-        if not (run / "config.yaml").is_file():
-            raise UserError(f"--resume {run}: not a run directory (no config.yaml); pass the folder `rlvr train` "
-                            "created")
-        load_checked(str(run / "config.yaml"), [f"train.steps={args.steps}"] if args.steps is not None else [])
+        config = require_run_dir(run, "--resume")
+        load_checked(str(config), [f"train.steps={args.steps}"] if args.steps is not None else [])
         run_dir = run_training(resume=args.resume, progress=mode, extra_steps=args.steps)
         print(run_dir)
         return 0
@@ -54,7 +53,7 @@ def run(args) -> int:
             raise UserError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
         load_checked(path, over)
         result = sweep_variants(path, over, args.variants.split(","), seeds, mode)
-        print_sweep(result)
+        print_sweep(result, args.plain)
         return 0
     cfg = load_checked(path, over)
     print(run_training(cfg, run_dir=args.run_dir, progress=mode))

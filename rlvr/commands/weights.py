@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from rlvr.console import print_table
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write
 
 HELP = "Compare a base model's weights with tuned ones: update sparsity, spectrum, principal subspaces."
 EPILOG = """examples:
@@ -140,30 +142,33 @@ def _ratio(x, chance) -> str:
     return "-" if x is None or not chance else f"{x / chance:.2f}x"
 
 
-def format_pair(pair: dict, per_matrix: bool = False) -> str:
-    """Human-readable per-kind table for one base/tuned pair."""
-    head = (f"{'kind':<10} {'tensors':>7} {'params':>9} {'sparsity':>8} {'drift':>9} {'angle':>7} "
-            f"{'energy':>8} {'random':>8} {'princ.ovl':>9} {'lowmag.ovl':>10}")
-    lines = [f"base  {pair['base']}", f"tuned {pair['tuned']}", head, "-" * len(head)]
+KIND_HEADERS = ["kind", "tensors", "params", "sparsity", "drift", "angle", "energy", "random", "princ.ovl",
+                "lowmag.ovl"]
+MATRIX_HEADERS = ["matrix", "sparsity", "drift", "angle", "energy"]
+
+
+def print_pair(pair: dict, per_matrix: bool = False) -> None:
+    """The per-kind table of one base/tuned pair (a rule above the ``all`` row), with ``per_matrix``
+    one row per matrix too, then what the columns mean."""
+    print(f"base  {pair['base']}\ntuned {pair['tuned']}")
+    rows = []
     for kind, s in pair["per_kind"].items():
         if kind == "all":
-            lines.append("-" * len(head))
-        lines.append(
-            f"{kind:<10} {s['tensors']:>7} {_count(s['params']):>9} {_fmt(s['sparsity']):>8} "
-            f"{_fmt(s['spectral_drift'], '.2e'):>9} {_fmt(s['principal_angle_mean_deg'], '.3f'):>7} "
-            f"{_fmt(s['principal_energy_share'], '.2e'):>8} {_fmt(s['random_energy_share'], '.2e'):>8} "
-            f"{_ratio(s['principal_mask_overlap'], s['mask_chance']):>9} "
-            f"{_ratio(s['low_magnitude_overlap'], s['mask_chance']):>10}")
+            rows.append(None)
+        rows.append([kind, str(s["tensors"]), _count(s["params"]), _fmt(s["sparsity"]),
+                     _fmt(s["spectral_drift"], ".2e"), _fmt(s["principal_angle_mean_deg"], ".3f"),
+                     _fmt(s["principal_energy_share"], ".2e"), _fmt(s["random_energy_share"], ".2e"),
+                     _ratio(s["principal_mask_overlap"], s["mask_chance"]),
+                     _ratio(s["low_magnitude_overlap"], s["mask_chance"])])
+    print_table(KIND_HEADERS, rows)
     if per_matrix:
-        lines.append("")
-        for r in pair["per_matrix"]:
-            lines.append(f"{r['name']:<50} {r['sparsity']:.4f} drift {_fmt(r.get('spectral_drift'), '.2e')} "
-                         f"angle {_fmt(r.get('principal_angle_mean_deg'), '.3f')} "
-                         f"energy {_fmt(r.get('principal_energy_share'), '.2e')}")
-    lines.append("sparsity: fraction unchanged; drift: ||s1-s0||/||s0||; angle: mean principal angle (deg)\n"
-                 "of the top-k subspaces; energy/random: update energy in the top-k subspace vs k^2/(mn);\n"
-                 "*.ovl: update-mask overlap with the principal / low-magnitude masks, vs chance.")
-    return "\n".join(lines)
+        print()
+        print_table(MATRIX_HEADERS, [[r["name"], f"{r['sparsity']:.4f}", _fmt(r.get("spectral_drift"), ".2e"),
+                                      _fmt(r.get("principal_angle_mean_deg"), ".3f"),
+                                      _fmt(r.get("principal_energy_share"), ".2e")] for r in pair["per_matrix"]])
+    print("sparsity: fraction unchanged; drift: ||s1-s0||/||s0||; angle: mean principal angle (deg)\n"
+          "of the top-k subspaces; energy/random: update energy in the top-k subspace vs k^2/(mn);\n"
+          "*.ovl: update-mask overlap with the principal / low-magnitude masks, vs chance.")
 
 
 @contextmanager
@@ -233,13 +238,13 @@ def run(args: argparse.Namespace) -> int:
     with single_threaded_lapack():
         result = _clean(analyse(args.base, args.tuned, k_spec, precision, args.svd, progress))
     for pair in result["pairs"]:
-        print(format_pair(pair, args.per_matrix), end="\n\n")
+        print_pair(pair, args.per_matrix)
+        print()
     for key, ov in result["mask_overlap"].items():
         print(f"mask overlap {key} ({ov['a']} vs {ov['b']}): jaccard {_fmt(ov['jaccard'])}, chance "
               f"{_fmt(ov['jaccard_chance'])} ({_fmt(ov['ratio'], '.2f')}x)")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        atomic_write(args.json, json.dumps(result, indent=1))
         print(f"wrote {args.json}")
     if args.plots:
         from rlvr.analysis.update_plots import plot_results

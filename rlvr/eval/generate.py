@@ -7,10 +7,12 @@ Rows follow the ``samples.jsonl`` schema (see :mod:`rlvr.eval.samples`), with
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
 from rlvr.config import SamplingConfig
+from rlvr.log import Progress
 from rlvr.model.io import load_policy, model_device
 from rlvr.model.logprobs import completion_logits, token_logprobs
 from rlvr.rewards.verify import verify_all
@@ -20,19 +22,26 @@ from rlvr.types import RolloutBatch
 
 
 def samples_for(model, tok, task, problems, n: int, sampling: SamplingConfig, seed: int,
-                batch_size: int | None = None) -> list[dict]:
+                batch_size: int | None = None, progress: str = "none", desc: str = "sample") -> list[dict]:
     """n completions per problem -> samples.jsonl rows (verified). ``batch_size``: rows sampled at
     once (default: as many as memory allows, :func:`rlvr.rollout.budget.rows_for`); each problem's
-    prompt is prefilled once for its samples in a batch."""
+    prompt is prefilled once for its samples in a batch. ``progress``: a :class:`rlvr.log.Progress`
+    mode for a display of the decoding steps, named ``desc`` (none by default)."""
     params = sample_params(sampling, tok)
     gen = torch.Generator().manual_seed(seed)
     rows_p = [p for p in problems for _ in range(n)]
+    t_new = params.max_new_tokens + (len(params.interruption_ids) + params.interruption_extra
+                                     if params.interruption_budget else 0)
     if batch_size is None:
         t_prompt = tok.batch_encode_left([p.prompt for p in problems])[0].shape[1] if problems else 0
-        t_new = params.max_new_tokens + (len(params.interruption_ids) + params.interruption_extra
-                                         if params.interruption_budget else 0)
         batch_size = rows_for(model, t_prompt + t_new)
-    rb = sample(model, tok, [p.prompt for p in rows_p], params, generator=gen, batch_size=batch_size)
+    steps = math.ceil(len(rows_p) / batch_size) * t_new  # every batch reports its whole step budget
+    bar = Progress(steps, desc, progress, every=max(1, steps // 10), unit="decoding steps")
+    try:
+        rb = sample(model, tok, [p.prompt for p in rows_p], params, generator=gen, batch_size=batch_size,
+                    on_step=bar.update)
+    finally:
+        bar.close()
     verdicts = verify_all(task, rb.texts, rows_p)
     return rows_from(rb, verdicts, rows_p, getattr(task, "name", ""))
 
@@ -69,8 +78,10 @@ def encode_pairs(tok, prompts: list[str], completions: list[str]):
 
 
 @torch.no_grad()
-def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256) -> list[float]:
-    """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded)."""
+def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256,
+                    on_batch: Callable[[int], None] | None = None) -> list[float]:
+    """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded).
+    ``on_batch(rows)`` after each batch (progress display)."""
     model.eval()
     out: list[float] = []
     for s in range(0, len(prompts), batch_size):
@@ -80,6 +91,8 @@ def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batc
         logp, _ = token_logprobs(completion_logits(model, ids, mask, ids_p.shape[1]), ids_c.to(dev))
         n = mask_c.sum(-1).clamp(min=1)
         out.extend(((logp.cpu() * mask_c).sum(-1) / n).tolist())
+        if on_batch is not None:
+            on_batch(len(ids_c))
     return out
 
 
@@ -96,11 +109,13 @@ def perplexity_stats(mean_logps: list[float]) -> dict:
             "histogram": np.histogram(np.log(ppl), bins=10)[0].tolist()}
 
 
-def perplexity_of_rows(model, tok, rows: list[dict]) -> dict:
-    """Perplexity under ``model`` of each row's completion (rows need ``prompt``)."""
+def perplexity_of_rows(model, tok, rows: list[dict], on_batch: Callable[[int], None] | None = None) -> dict:
+    """Perplexity under ``model`` of each row's completion (rows need ``prompt``); ``on_batch``: as
+    :func:`mean_logp_under`'s."""
     if not rows or "prompt" not in rows[0]:
         return {"count": 0, "note": "rows have no 'prompt' field; perplexity needs the prompts"}
-    lp = mean_logp_under(model, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows])
+    lp = mean_logp_under(model, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
+                         on_batch=on_batch)
     return perplexity_stats([x for x in lp if math.isfinite(x)])
 
 

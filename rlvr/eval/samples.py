@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.paths import atomic_write
 
 # field -> (allowed python types, may be null, human description)
 _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
@@ -102,22 +102,12 @@ def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def write_samples(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> Path:
-    """Validate and write rows as JSONL atomically (temp file in the same folder + rename)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    """Validate and write rows as JSONL atomically (:func:`rlvr.paths.atomic_write`)."""
     lines = []
     for i, row in enumerate(rows):
         validate_row(row, f"sample {i}")
         lines.append(json.dumps(row, ensure_ascii=False, allow_nan=False))
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + ("\n" if lines else ""))
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return atomic_write(path, "\n".join(lines) + ("\n" if lines else ""))
 
 
 def group_by_problem(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:

@@ -57,7 +57,7 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
             continue
         rec = {"done": info, **{n: r for n in RUN_RECORDS if (r := read_json(done.parent / "run" / n)) is not None}}
         (dest / "models").mkdir(parents=True, exist_ok=True)
-        (dest / "models" / f"{done.parent.name}.json").write_text(json.dumps(rec, indent=1))
+        atomic_write(dest / "models" / f"{done.parent.name}.json", json.dumps(rec, indent=1))
         counts["models"] += 1
     for stats_file in sorted(out.glob("evals/*/*/stats.json")):
         stats, key_file = read_json(stats_file), stats_file.parent / "key"
@@ -65,7 +65,7 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
             continue
         cell = dest / "evals" / stats_file.parent.parent.name / f"{stats_file.parent.name}.json.gz"
         cell.parent.mkdir(parents=True, exist_ok=True)
-        cell.write_bytes(_gz({"key": key_file.read_text(), "stats": prune(stats, series)}))
+        atomic_write(cell, _gz({"key": key_file.read_text(), "stats": prune(stats, series)}))
         counts["evals"] += 1
     return counts
 

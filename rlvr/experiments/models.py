@@ -36,7 +36,7 @@ from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy_as, save_policy
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, is_run_dir
 from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
 from rlvr.train.excursions import run_pipeline
 from rlvr.train.loop import train
@@ -152,7 +152,7 @@ def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> 
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_from=start),
                               train=dataclasses.replace(cfg.train, milestone_every=every))
     run = d / "run"
-    last = latest_good_checkpoint(run) if (run / "config.yaml").exists() else None
+    last = latest_good_checkpoint(run) if is_run_dir(run) else None
     if last is None:
         shutil.rmtree(d, ignore_errors=True)
         train(cfg, run_dir=run, progress=progress)

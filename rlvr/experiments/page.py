@@ -15,6 +15,7 @@ from rlvr.experiments.archive import read_json, save_archive
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.machine import machine_line
+from rlvr.paths import atomic_write
 
 
 def _num(x, fmt: str = "{:+.3f}") -> str:
@@ -298,11 +299,11 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
               *model_lines(out),
               "## Cells of this invocation", "", "| cell | seconds |", "|---|---|",
               *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
-    (out / "README.md").write_text("\n".join(lines))
+    atomic_write(out / "README.md", "\n".join(lines))
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
              "trajectories": traj, "passk": curves, "machine": machine, "command": command, "timings": run["timings"],
              "models": run["built"]}
-    (out / "table.json").write_text(json.dumps(_round(table), indent=1, default=str))
+    atomic_write(out / "table.json", json.dumps(_round(table), indent=1, default=str))
     return out / "README.md"
 
 
@@ -366,5 +367,5 @@ def write_index(docs: Path) -> Path:
         link = f"[{table['experiment']}]({t.parent.name}/README.md)"
         for r in table["claims"]:
             lines.append(f"| {link} | {r['claim']} | **{r['verdict']}** | {ours(r)} | {table['status']} |")
-    (docs / "README.md").write_text("\n".join(lines) + "\n")
+    atomic_write(docs / "README.md", "\n".join(lines) + "\n")
     return docs / "README.md"

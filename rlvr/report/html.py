@@ -23,6 +23,7 @@ from rlvr.errors import UserError
 from rlvr.eval.support import CATEGORIES, CROSSOVER_LABEL
 from rlvr.log import read_metrics
 from rlvr.machine import machine_line
+from rlvr.paths import atomic_write
 from rlvr.report import figures
 
 MIN_FIT_POINTS = 5
@@ -357,9 +358,4 @@ def write_report(run_dirs: list[Path], out_path: Path) -> Path:
         raise UserError("no run directory given; pass at least one run directory")
     names = _unique_names([Path(p) for p in run_dirs])
     runs = [load_run(Path(p), n) for p, n in zip(run_dirs, names)]
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render(runs), encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return atomic_write(out_path, render(runs))

@@ -20,6 +20,7 @@ embed (:func:`rlvr.rewards.harness`), so it imports only the standard library.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 MAX_DEPTH = 64
 MAX_ITEMS = 200_000
@@ -31,74 +32,82 @@ class NotPlain(TypeError):
     """The value (or something inside it) is not plain data, or the wire text is malformed."""
 
 
+def _walk(value, convert):
+    """``value`` converted from the top down: a scalar passes through, anything else is
+    ``convert(v, inner)``, where ``inner(part)`` converts a part one level deeper. Every visited value
+    counts: :class:`NotPlain` past :data:`MAX_ITEMS` in all or deeper than :data:`MAX_DEPTH`."""
+    left = MAX_ITEMS
+
+    def visit(v, depth):
+        nonlocal left
+        left -= 1
+        if left < 0 or depth > MAX_DEPTH:
+            raise NotPlain("value too large or too deeply nested")
+        if type(v) in _SCALARS:
+            return v
+        return convert(v, partial(visit, depth=depth + 1))
+
+    return visit(value, 0)
+
+
+def _encode(v, inner):
+    """One non-scalar value -> its tagged wire object (parts through ``inner``)."""
+    t = type(v)
+    if t is bytes:
+        return {"b": v.hex()}
+    if t is list:
+        return {"l": [inner(x) for x in v]}
+    if t is tuple:
+        return {"t": [inner(x) for x in v]}
+    if t is set:
+        return {"s": [inner(x) for x in v]}
+    if t is frozenset:
+        return {"f": [inner(x) for x in v]}
+    if t is dict:
+        return {"d": [[inner(k), inner(x)] for k, x in v.items()]}
+    raise NotPlain(f"{t.__name__} is not plain data")
+
+
+def _decode(o, inner):
+    """One tagged wire object -> a fresh built-in value (parts through ``inner``)."""
+    t = type(o)
+    if t is not dict or len(o) != 1 or next(iter(o)) not in _TAGS:
+        raise NotPlain(f"malformed wire value of type {t.__name__}")
+    tag, body = next(iter(o.items()))
+    if tag == "b":
+        if type(body) is not str:
+            raise NotPlain("malformed bytes")
+        try:
+            return bytes.fromhex(body)
+        except ValueError as exc:
+            raise NotPlain("malformed bytes") from exc
+    if type(body) is not list:
+        raise NotPlain(f"malformed {tag!r} body")
+    if tag == "d":
+        out = {}
+        for pair in body:
+            if type(pair) is not list or len(pair) != 2:
+                raise NotPlain("malformed dict item")
+            try:
+                out[inner(pair[0])] = inner(pair[1])
+            except TypeError as exc:  # unhashable key
+                raise NotPlain("unhashable dict key") from exc
+        return out
+    items = [inner(x) for x in body]
+    try:
+        return {"l": list, "t": tuple, "s": set, "f": frozenset}[tag](items)
+    except TypeError as exc:  # unhashable set element
+        raise NotPlain("unhashable set element") from exc
+
+
 def to_wire(value):
     """``value`` -> JSON-able structure; raises :class:`NotPlain` on anything else."""
-    budget = [MAX_ITEMS]
-
-    def enc(v, depth):
-        budget[0] -= 1
-        if budget[0] < 0 or depth > MAX_DEPTH:
-            raise NotPlain("value too large or too deeply nested")
-        t = type(v)
-        if t in _SCALARS:
-            return v
-        if t is bytes:
-            return {"b": v.hex()}
-        if t is list:
-            return {"l": [enc(x, depth + 1) for x in v]}
-        if t is tuple:
-            return {"t": [enc(x, depth + 1) for x in v]}
-        if t is set:
-            return {"s": [enc(x, depth + 1) for x in v]}
-        if t is frozenset:
-            return {"f": [enc(x, depth + 1) for x in v]}
-        if t is dict:
-            return {"d": [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]}
-        raise NotPlain(f"{t.__name__} is not plain data")
-
-    return enc(value, 0)
+    return _walk(value, _encode)
 
 
 def from_wire(obj):
     """The JSON-decoded ``obj`` -> fresh built-in values; raises :class:`NotPlain` on a bad form."""
-    budget = [MAX_ITEMS]
-
-    def dec(o, depth):
-        budget[0] -= 1
-        if budget[0] < 0 or depth > MAX_DEPTH:
-            raise NotPlain("value too large or too deeply nested")
-        t = type(o)
-        if t in _SCALARS:
-            return o
-        if t is not dict or len(o) != 1 or next(iter(o)) not in _TAGS:
-            raise NotPlain(f"malformed wire value of type {t.__name__}")
-        tag, body = next(iter(o.items()))
-        if tag == "b":
-            if type(body) is not str:
-                raise NotPlain("malformed bytes")
-            try:
-                return bytes.fromhex(body)
-            except ValueError as exc:
-                raise NotPlain("malformed bytes") from exc
-        if type(body) is not list:
-            raise NotPlain(f"malformed {tag!r} body")
-        if tag == "d":
-            out = {}
-            for pair in body:
-                if type(pair) is not list or len(pair) != 2:
-                    raise NotPlain("malformed dict item")
-                try:
-                    out[dec(pair[0], depth + 1)] = dec(pair[1], depth + 1)
-                except TypeError as exc:  # unhashable key
-                    raise NotPlain("unhashable dict key") from exc
-            return out
-        items = [dec(x, depth + 1) for x in body]
-        try:
-            return {"l": list, "t": tuple, "s": set, "f": frozenset}[tag](items)
-        except TypeError as exc:  # unhashable set element
-            raise NotPlain("unhashable set element") from exc
-
-    return dec(obj, 0)
+    return _walk(obj, _decode)
 
 
 def dumps(value) -> str:

@@ -6,6 +6,8 @@ The native engine wraps :func:`rlvr.rollout.sample.generate` (tiny or HF policy)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rlvr.config import SamplingConfig
@@ -39,12 +41,14 @@ def encode_prompts(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]
 
 def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int = 0,
            generator: torch.Generator | None = None, batch_size: int = 512, weight_sync=None,
-           sync_every: int = 8, share_prefix: bool = True) -> RolloutBatch:
+           sync_every: int = 8, share_prefix: bool = True,
+           on_step: Callable[[int], None] | None = None) -> RolloutBatch:
     """One completion per prompt (repeat prompts for G samples), on the model's device; texts decoded.
     Large inputs are split into chunks of ``batch_size`` rows and concatenated. Within a chunk, runs
     of the same prompt are prefilled once (``share_prefix``; the samples are the same as without it,
     see :func:`rlvr.rollout.sample.generate`). ``weight_sync`` and ``sync_every``: the in-flight
-    weight update hook of :func:`rlvr.rollout.sample.generate`."""
+    weight update hook of :func:`rlvr.rollout.sample.generate`; ``on_step`` its progress hook (each
+    chunk reports its whole step budget)."""
     was_training = model.training
     model.eval()
     try:
@@ -57,7 +61,7 @@ def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int
             ids, mask = encode_prompts(tok, firsts if repeats is not None else chunk)
             rb = generate(model, ids.to(device), mask.to(device), params, eos_id=tok.eos_id, pad_id=tok.pad_id,
                           version=version, generator=generator, weight_sync=weight_sync, sync_every=sync_every,
-                          repeats=repeats)
+                          repeats=repeats, on_step=on_step)
             ids_rows, lens = rb.completion_ids.tolist(), rb.lengths.tolist()  # python lists: no per-token tensor ops
             rb.texts = [tok.decode(row[:n]) for row, n in zip(ids_rows, lens)]
             parts.append(rb)

@@ -129,6 +129,7 @@ def generate(
     weight_sync: Callable[[], int | None] | None = None,
     sync_every: int = 8,
     repeats: torch.Tensor | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> RolloutBatch:
     """Sample one completion per row of ``prompt_ids`` (B, Tp) (left-padded), or with ``repeats``
     (B,) long, ``repeats[i]`` completions of prompt i (rows in that order: prefix sharing, each
@@ -141,6 +142,9 @@ def generate(
     cache are compacted). ``weight_sync``, if given, is called every ``sync_every`` decoding steps;
     when it returns a new version the model's weights were replaced in place (in-flight update):
     sequences continue with the KV cache they have, later tokens carry the new version.
+    ``on_step``, if given, is called with the decoding steps done since its last call (progress
+    display): 1 per step, and when every row finishes early the steps left, so that the calls of one
+    batch add up to its step budget (``max_new_tokens`` plus the interruption's tokens).
     """
     with torch.inference_mode():  # cheaper dispatch; results are cloned out of inference mode below
         if repeats is not None:
@@ -222,6 +226,8 @@ def generate(
                 done |= finished
                 n_done = int(done.sum())
                 if n_done == done.numel():
+                    if on_step is not None:
+                        on_step(t_total - step)  # this step and the ones no row needs
                     break
                 if n_done * COMPACT_FRACTION >= done.numel():  # drop the finished rows: batch and cache shrink
                     keep = (~done).nonzero().squeeze(-1)
@@ -242,6 +248,8 @@ def generate(
                 logits = decode_step(tok, cache)
             else:
                 logits = model(tok[:, None], cache.key_mask[:, : s + 1], cache)[:, -1]
+            if on_step is not None:
+                on_step(1)
 
         width = int(out_len.max()) if B else 0
     out_ids, out_f, out_loss, out_len = (t.clone() for t in (out_ids, out_f, out_loss, out_len))  # normal tensors

@@ -244,6 +244,17 @@ def parse_prompt(prompt: str) -> Tokens:
     return [int(x) if i % 2 == 0 else x for i, x in enumerate(parts)]
 
 
+class PooledTask:
+    """Base of the synthetic tasks whose problems come from a :class:`ProblemPool` (``self._pool``,
+    built by the subclass's ``__init__``)."""
+
+    _pool: ProblemPool
+
+    def problems(self, split: str, n: int | None = None) -> list[Problem]:
+        """Deterministic problems of ``split``; the first n (its share of ``pool_size`` if None)."""
+        return self._pool.take(split, n)
+
+
 class ArithmeticTask:
     """Single-digit expressions with + and * (and - if ``ops`` has it), reduced step by step.
 

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rlvr.errors import UserError
 from rlvr.rewards.code import score_code
-from rlvr.tasks.arithmetic import ProblemPool, check_frac
+from rlvr.tasks.arithmetic import PooledTask, ProblemPool, check_frac
 from rlvr.tasks.base import Problem, Verdict
 
 SHOWN_INPUTS = range(0, 10)
@@ -84,7 +84,7 @@ def program(expr: str) -> str:
     return f"def f(x):return {expr}"
 
 
-class CodeSynthTask:
+class CodeSynthTask(PooledTask):
     """Programming by example: write ``f`` from three input/output pairs; graded in the sandbox.
 
     Knobs: ``levels`` (difficulty levels to draw from, a subset of "123", default "123"),
@@ -121,10 +121,6 @@ class CodeSynthTask:
         tests = tuple(f"assert f({x}) == {fn(x)}" for x in (*shown, *hidden))
         return Problem("", f"#{pairs}\n", name, tuple(program(e) for e in forms),
                        {"level": int(lvl), "tests": tests})
-
-    def problems(self, split: str, n: int | None = None) -> list[Problem]:
-        """Deterministic problems of ``split``; the first n (its share of ``pool_size`` if None)."""
-        return self._pool.take(split, n)
 
     @staticmethod
     def expression(completion: str) -> str | None:

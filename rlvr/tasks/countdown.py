@@ -14,7 +14,7 @@ from collections import Counter
 from fractions import Fraction
 
 from rlvr.errors import UserError
-from rlvr.tasks.arithmetic import ProblemPool, check_frac, check_range, extract_answer, numeric_equivalent
+from rlvr.tasks.arithmetic import PooledTask, ProblemPool, check_frac, check_range, extract_answer, numeric_equivalent
 from rlvr.tasks.base import Problem, Verdict
 
 MAX_EXPR_CHARS = 100  # longer answers are malformed
@@ -179,7 +179,7 @@ def _random_path(items: list[Item], ops: str, rng: random.Random, n_steps: int) 
     return steps, items[-1]
 
 
-class CountdownTask:
+class CountdownTask(PooledTask):
     """Reach ``T`` from the listed numbers with + - * (and exact /), each number at most once.
 
     Knobs: ``min_numbers``/``max_numbers`` (2..5, default 3..3), ``max_value`` (numbers 1..max_value,
@@ -227,10 +227,6 @@ class CountdownTask:
             return None
         prompt = f"N:{' '.join(map(str, numbers))} T:{target}\n"
         return Problem("", prompt, str(target), tuple(f"{t}\nA:{e}" for t, e in sols), {"numbers": numbers})
-
-    def problems(self, split: str, n: int | None = None) -> list[Problem]:
-        """Deterministic problems of ``split``; the first n (its share of ``pool_size`` if None)."""
-        return self._pool.take(split, n)
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         """right iff the last ``A:`` expression is valid, uses given numbers at most once, hits T."""

@@ -18,10 +18,11 @@ import re
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.rewards.math import math_equivalent, normalize_number, verify_numeric
+from rlvr.rewards.math import normalize_number, verify_numeric
 from rlvr.tasks.base import Problem, Verdict
 from rlvr.tasks.jsonl import (
     DEFAULT_TEMPLATE,
+    MathDatasetTask,
     build_problems,
     check_split,
     data_file,
@@ -29,7 +30,6 @@ from rlvr.tasks.jsonl import (
     load_split,
     render,
     text_field,
-    to_messages,
 )
 
 HUB_NAME, HUB_CONFIG = "openai/gsm8k", "main"
@@ -56,7 +56,7 @@ def gold_solution(solution: str, solution_format: str = "boxed") -> str:
     return f"{_CALC_RE.sub('', body).rstrip()}\nThe final answer is \\boxed{{{ans.strip()}}}."
 
 
-class GSM8KTask:
+class GSM8KTask(MathDatasetTask):
     """GSM8K as an rlvr task (see the module docstring)."""
 
     name = "gsm8k"
@@ -108,11 +108,3 @@ class GSM8KTask:
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         return verify_numeric(completion, problem.answer)
-
-    def equivalent(self, a: str, b: str) -> bool:
-        """math-verify equivalence, bounded (:func:`rlvr.rewards.math.math_equivalent`): "0.5" == "1/2"."""
-        return math_equivalent(a, b)
-
-    def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
-        """The chat-messages form of ``problem.prompt``."""
-        return to_messages(problem.prompt, system)

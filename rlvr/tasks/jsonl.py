@@ -7,7 +7,8 @@ map (``prompt``, ``answer``, optional ``solutions`` and ``id``), keeps chosen ex
 chat messages, and scores completions with a chosen verifier from :mod:`rlvr.rewards.math`
 (``math`` | ``numeric`` | ``exact``). The loading
 helpers here (:func:`read_rows`, :func:`load_split`, :func:`default_data_dir`, :func:`data_file`)
-are shared with the GSM8K and MATH-500 tasks.
+are shared with the GSM8K and MATH-500 tasks, as is their base class :class:`MathDatasetTask`
+(math-verify equivalence, the chat form of a prompt).
 
 Data files are looked up in ``$RLVR_DATA_DIR`` (when set), then in the copies packaged with rlvr
 (``rlvr/data/``: the GSM8K test split and MATH-500, gzip-compressed, licences and attribution in
@@ -228,7 +229,20 @@ def solutions_field(row: dict, key: str | None) -> tuple[str, ...]:
     return tuple(s for s in vals if s.strip())
 
 
-# ----------------------------------------------------------------------------- the task
+# ----------------------------------------------------------------------------- the tasks
+class MathDatasetTask:
+    """What the math datasets (GSM8K, MATH-500) share: answers compared as math-verify compares them,
+    and the chat form of a prompt. A subclass provides ``name``, ``problems`` and ``verify``."""
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """math-verify equivalence, bounded (:func:`rlvr.rewards.math.math_equivalent`): "0.5" == "1/2"."""
+        return math_equivalent(a, b)
+
+    def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
+        """The chat-messages form of ``problem.prompt`` (:func:`to_messages`)."""
+        return to_messages(problem.prompt, system)
+
+
 class JsonlTask:
     """Any question/answer dataset with a column map and a verifier.
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.rewards.math import math_equivalent, verify_math
+from rlvr.rewards.math import verify_math
 from rlvr.tasks.base import Problem, Verdict
 from rlvr.tasks.jsonl import (
     DEFAULT_TEMPLATE,
+    MathDatasetTask,
     build_problems,
     check_split,
     data_file,
@@ -28,13 +29,12 @@ from rlvr.tasks.jsonl import (
     load_split,
     render,
     text_field,
-    to_messages,
 )
 
 HUB_NAME, FILE = "HuggingFaceH4/MATH-500", "math500_test.jsonl"
 
 
-class Math500Task:
+class Math500Task(MathDatasetTask):
     """MATH-500 as an rlvr task (held-out only; see the module docstring)."""
 
     name = "math500"
@@ -73,11 +73,3 @@ class Math500Task:
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         return verify_math(completion, problem.answer)
-
-    def equivalent(self, a: str, b: str) -> bool:
-        """math-verify equivalence, bounded (:func:`rlvr.rewards.math.math_equivalent`): "0.5" == "1/2"."""
-        return math_equivalent(a, b)
-
-    def messages(self, problem: Problem, system: str | None = None) -> list[dict[str, str]]:
-        """The chat-messages form of ``problem.prompt``."""
-        return to_messages(problem.prompt, system)

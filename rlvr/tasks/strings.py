@@ -10,7 +10,7 @@ import random
 import re
 
 from rlvr.errors import UserError
-from rlvr.tasks.arithmetic import MAX_ANSWER_CHARS, ProblemPool, check_frac, check_range, extract_answer
+from rlvr.tasks.arithmetic import MAX_ANSWER_CHARS, PooledTask, ProblemPool, check_frac, check_range, extract_answer
 from rlvr.tasks.base import Problem, Verdict
 
 OPS = {"R": "reverse", "S": "sort", "U": "upper"}
@@ -27,7 +27,7 @@ def transform(op: str, word: str) -> str:
     return word.upper()
 
 
-class StringsTask:
+class StringsTask(PooledTask):
     """Reverse / sort / uppercase a random lowercase word.
 
     Knobs: ``min_len``/``max_len`` (word length, 1..16, default 3..6), ``ops`` (subset of "RSU",
@@ -64,10 +64,6 @@ class StringsTask:
         word = "".join(rng.choice(self.letters) for _ in range(rng.randint(self.min_len, self.max_len)))
         ans = transform(op, word)
         return Problem("", f"{op}:{word}\n", ans, (f"A:{ans}",), {"op": OPS[op], "word": word})
-
-    def problems(self, split: str, n: int | None = None) -> list[Problem]:
-        """Deterministic problems of ``split``; the first n (its share of ``pool_size`` if None)."""
-        return self._pool.take(split, n)
 
     def verify(self, completion: str, problem: Problem) -> Verdict:
         """right iff the last ``A:`` line equals the transformed word exactly; never raises."""

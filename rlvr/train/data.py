@@ -42,6 +42,9 @@ def check_test_time(cfg: RunConfig) -> None:
     if cfg.algo.npr_threshold > 0:
         raise ConfigError(f"algo.npr_threshold: No-Positive-Resampling retires prompts by their ground-truth "
                           f"pass rate, and {leak}; set algo.npr_threshold=0")
+    if cfg.algo.dynamic_sampling:
+        raise ConfigError(f"algo.dynamic_sampling: DAPO dynamic sampling keeps the groups whose ground-truth "
+                          f"answers are mixed (some right, some wrong), and {leak}; set algo.dynamic_sampling=false")
     if cfg.train.eval_problems != cfg.task.heldout_size:
         raise ConfigError(f"train.eval_problems={cfg.train.eval_problems} but task.heldout_size="
                           f"{cfg.task.heldout_size}: with task.test_time=true the evaluation set is the "

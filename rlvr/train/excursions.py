@@ -35,6 +35,7 @@ from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.retention import retention_eval, retention_task
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy_as, save_policy
+from rlvr.paths import atomic_write
 from rlvr.train.averaging import parallel_step
 from rlvr.train.pretrain import base_model
 from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
@@ -234,7 +235,7 @@ def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teach
         return {**done, "reused": True}
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    (d / "config.yaml").write_text(dump_yaml(cfg))
+    atomic_write(d / "config.yaml", dump_yaml(cfg))
     t0 = time.time()
     torch.manual_seed(cfg.train.seed)
     model, tok = load_policy_as(start, cfg.model)
@@ -251,7 +252,7 @@ def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teach
            "train_s": train_s, "wall_s": time.time() - t0, "start": str(start), "key": key}
     if pipeline == "distill":
         res["teacher"] = str(teacher)
-    (d / "done.json").write_text(json.dumps(res, indent=1))
+    atomic_write(d / "done.json", json.dumps(res, indent=1))
     if note:
         note(f"{pipeline:12s} m={milestone:.2f} pass@1={res.get('pass@1', 0):.3f} wall={res['wall_s']:.0f}s")
     return {**res, "reused": False}
@@ -286,8 +287,8 @@ def run_grid(cfg: RunConfig, progress: str = "none", note: Note | None = None) -
     out = Path(ex.out_dir)
     table = {"config": to_dict(cfg), "teacher": str(teacher), "rows": rows, "wall_s": time.time() - t0,
              "budget_note": budget_note(cfg)}
-    (out / "table.json").write_text(json.dumps(table, indent=1))
-    (out / "table.md").write_text(markdown_table(table))
+    atomic_write(out / "table.json", json.dumps(table, indent=1))
+    atomic_write(out / "table.md", markdown_table(table))
     return table
 
 
@@ -309,15 +310,20 @@ def metric_names(rows: list[dict]) -> list[str]:
     return [k for k in keys if any(k in r for r in rows)]
 
 
-def markdown_table(table: dict) -> str:
+def table_cells(table: dict) -> tuple[list[str], list[list[str]]]:
+    """(column names, formatted rows) of the grid's table: one row per cell."""
     rows = table["rows"]
     metrics = metric_names(rows)
     head = ["milestone", "pipeline", *metrics, "opt steps", "policy samples", "teacher samples", "SFT pairs",
             "wall s"]
+    cells = [[f"{r['milestone']:.2f}", r["pipeline"], *(f"{r[m]:.3f}" if m in r else "-" for m in metrics),
+              str(r["opt_steps"]), str(r["policy_samples"]), str(r["teacher_samples"]), str(r["sft_pairs"]),
+              f"{r['wall_s']:.0f}"] for r in rows]
+    return head, cells
+
+
+def markdown_table(table: dict) -> str:
+    head, cells = table_cells(table)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        vals = [f"{r['milestone']:.2f}", r["pipeline"], *(f"{r[m]:.3f}" if m in r else "-" for m in metrics),
-                str(r["opt_steps"]), str(r["policy_samples"]), str(r["teacher_samples"]), str(r["sft_pairs"]),
-                f"{r['wall_s']:.0f}"]
-        lines.append("| " + " | ".join(vals) + " |")
+    lines += ["| " + " | ".join(vals) + " |" for vals in cells]
     return "\n".join(lines) + f"\n\n{table['budget_note']}\n"

@@ -2,7 +2,9 @@
 ``pipeline.ray_trainer_actor``) inside a Ray trainer actor that runs the same
 :func:`rlvr.train.loop.train`, so that trainer, generators and verifier are all Ray actors.
 
-Every command that trains calls :func:`run_training`; the loop itself never re-enters Ray.
+``rlvr run`` and ``rlvr train`` call :func:`run_training`; ``rlvr distributed`` (one process per
+rank, synchronous) and the cells of ``rlvr reproduce`` call :func:`rlvr.train.loop.train` directly,
+in this process. The loop itself never starts a trainer actor.
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ import os
 from pathlib import Path
 
 from rlvr.config import RunConfig, dump_yaml, load_config
-from rlvr.errors import UserError
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, require_run_dir
 from rlvr.train.loop import new_run_dir, train
 from rlvr.train.ray_backend import _ray, actor_cpus, ensure_ray
 from rlvr.train.validate import validate
@@ -40,9 +41,7 @@ def run_training(cfg: RunConfig | None = None, run_dir: str | Path | None = None
     """Train (or resume) a run where its config says; returns the run directory."""
     if resume is not None:
         run = Path(resume)
-        if not (run / "config.yaml").exists():
-            raise UserError(f"{run}: not a run directory (no config.yaml); pass the folder `rlvr train` created")
-        cfg = load_config(run / "config.yaml", [f"train.steps={extra_steps}"] if extra_steps else [])
+        cfg = load_config(require_run_dir(run), [f"train.steps={extra_steps}"] if extra_steps else [])
     if not in_trainer_actor(cfg):
         return train(cfg if resume is None else None, run_dir=run_dir, resume=resume, progress=progress,
                      extra_steps=extra_steps)

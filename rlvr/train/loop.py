@@ -20,7 +20,7 @@ from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress, warn
 from rlvr.machine import machine_info
 from rlvr.model.io import resolve_device
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, require_run_dir
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.engine import sample
 from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, remove_partial, save_checkpoint
@@ -88,9 +88,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
     ``sharding`` override :func:`make_source` (tests)."""
     if resume is not None:
         run = Path(resume)
-        if not (run / "config.yaml").exists():
-            raise UserError(f"{run}: not a run directory (no config.yaml); pass the folder `rlvr train` created")
-        cfg = load_config(run / "config.yaml", [f"train.steps={extra_steps}"] if extra_steps else [])
+        cfg = load_config(require_run_dir(run), [f"train.steps={extra_steps}"] if extra_steps else [])
     else:
         validate(cfg)  # a typo must fail in the first second, before any pretraining
         run = Path(run_dir) if run_dir else new_run_dir(cfg)

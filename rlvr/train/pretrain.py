@@ -24,7 +24,7 @@ from rlvr.machine import machine_info
 from rlvr.model.io import save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
-from rlvr.paths import cache_root, replace_dir
+from rlvr.paths import atomic_write, cache_root, replace_dir
 from rlvr.tasks.corpus import build_corpus
 from rlvr.tasks.registry import get_task
 from rlvr.train.schedule import lr_at
@@ -99,7 +99,7 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     bar.close()
     log.close()
     shutil.copytree(out / "milestone_1.00", out / "final", dirs_exist_ok=True)
-    (out / "pretrain.json").write_text(json.dumps({
+    atomic_write(out / "pretrain.json", json.dumps({
         "model": to_dict(model_cfg), "pretrain": to_dict(pre), "params": model.num_params(),
         "steps": total, "tokens": tokens, "wall_s": time.time() - t0, "milestones": milestones,
         "machine": machine_info("bfloat16" if model_cfg.dtype == "bfloat16" else "float32")}, indent=1))

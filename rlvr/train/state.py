@@ -43,7 +43,7 @@ class TrainState:
     data: PromptSampler
     params: SampleParams
     gen: torch.Generator
-    loss: LossConfig  # cfg.loss with the variant's defaults resolved (once, here)
+    loss: LossConfig  # cfg.loss with the variant's defaults resolved once, by build_state (resolve_loss)
     ref_model: torch.nn.Module | None = None
     tracker: PassRateTracker | None = None
     step: int = 0  # RL steps done = policy version generators sample with

@@ -9,8 +9,10 @@ from pathlib import Path
 
 from rlvr.algo.losses import LOSSES
 from rlvr.config import load_config
+from rlvr.console import print_table
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
+from rlvr.paths import atomic_write
 from rlvr.train.launch import run_training
 
 
@@ -38,7 +40,7 @@ def sweep_variants(path: str | None, overrides: list[str], variants: list[str], 
     result = {"config": path or "defaults", "overrides": overrides, "rows": rows,
               "summary": _summary(rows, variants)}
     root.mkdir(parents=True, exist_ok=True)
-    (root / "sweep.json").write_text(json.dumps(result, indent=2))
+    atomic_write(root / "sweep.json", json.dumps(result, indent=2))
     result["path"] = str(root / "sweep.json")
     return result
 
@@ -61,9 +63,9 @@ def _summary(rows: list[dict], variants: list[str]) -> list[dict]:
     return out
 
 
-def print_sweep(result: dict) -> None:
-    print(f"{'variant':10s} {'seeds':>5s} {'start':>7s} {'pass@1':>7s} {'entropy':>8s} {'wall_s':>7s}")
-    for s in result["summary"]:
-        print(f"{s['variant']:10s} {s['seeds']:5d} {s['heldout_start']:7.3f} {s['heldout_pass_rate_median']:7.3f} "
-              f"{s['entropy_median']:8.3f} {s['wall_s_median']:7.1f}")
+def print_sweep(result: dict, plain: bool = False) -> None:
+    """The per-variant medians over seeds, then where sweep.json is."""
+    print_table(["variant", "seeds", "start", "pass@1", "entropy", "wall_s"],
+                [[s["variant"], str(s["seeds"]), f"{s['heldout_start']:.3f}", f"{s['heldout_pass_rate_median']:.3f}",
+                  f"{s['entropy_median']:.3f}", f"{s['wall_s_median']:.1f}"] for s in result["summary"]], plain=plain)
     print(f"sweep: {result['path']}")

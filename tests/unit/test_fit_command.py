@@ -176,3 +176,14 @@ def test_fit_shared_r0_over_runs_from_one_base(tmp_path, capsys):
     assert len(r0s) == 1 and abs(r0s.pop() - 0.15) < 0.03
     assert [round(r["A"], 1) for r in res["runs"]] == [0.6, 0.7]
     assert "shared R0 = " in capsys.readouterr().out
+
+
+def test_table_shows_full_run_names(tmp_path, capsys):
+    """Run directories of one day share their first 20 characters (``quickstart-20250101-``): the
+    table must show the part that tells them apart."""
+    runs = [_fake_run(tmp_path, f"quickstart-20250101-{hhmmss}", A=0.6, B=1.2, C_mid=2e17, seed=i)
+            for i, hhmmss in enumerate(["120301", "184512"])]
+    assert main(["fit", *map(str, runs), "--n-boot", "0"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("quickstart-")]
+    assert rows == ["quickstart-20250101-120301", "quickstart-20250101-184512"]

@@ -78,6 +78,26 @@ def test_eos_ends_a_completion():
     assert rb.finish_reason == ["eos"] * len(PROMPTS) and rb.lengths.tolist() == [1] * len(PROMPTS)
 
 
+def test_progress_hook_reports_the_whole_step_budget():
+    """``on_step`` calls add up to the step budget whether the batch runs to the length limit or
+    every row stops at its first token (the rest is reported at once), and change no sample."""
+    torch.manual_seed(0)
+    m = TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2), TOK.vocab_size).eval()
+    params = SampleParams(max_new_tokens=10, temperature=1.0)
+    ids, mask = TOK.batch_encode_left(PROMPTS)
+    for eos_bias in (-100.0, 100.0):  # never EOS (10 steps) | EOS first (1 step, then the 9 left)
+        real = m.logits
+        m.logits = lambda h, real=real, bias=eos_bias: real(h) + bias * (torch.arange(TOK.vocab_size) == TOK.eos_id)
+        calls = []
+        rb = generate(m, ids, mask, params, eos_id=TOK.eos_id, pad_id=TOK.pad_id,
+                      generator=torch.Generator().manual_seed(0), on_step=calls.append)
+        plain = generate(m, ids, mask, params, eos_id=TOK.eos_id, pad_id=TOK.pad_id,
+                         generator=torch.Generator().manual_seed(0))
+        m.logits = real
+        assert sum(calls) == 10 and torch.equal(rb.completion_ids, plain.completion_ids)
+        assert calls == ([1] * 10 if eos_bias < 0 else [10])  # EOS first: one call, for the step and the 9 left
+
+
 def test_stop_string(model):
     free = run(model, SampleParams(max_new_tokens=30, temperature=1.0), seed=3)
     text = TOK.decode(free.completion_ids[0][free.completion_mask[0]])

@@ -88,6 +88,7 @@ def test_ground_truth_answers_never_reach_the_reward_or_the_update():
     (["reward.kind=verifier"], "reward.kind"),
     (["reward.kind=mix", "reward.weights={verifier: 1.0, self_certainty: 0.1}"], "reward.weights"),
     (["algo.npr_threshold=0.9"], "algo.npr_threshold"),
+    (["algo.dynamic_sampling=true"], "algo.dynamic_sampling"),
     (["train.eval_problems=200"], "train.eval_problems"),
     (["task.heldout_size=0", "train.eval_problems=0"], "task.heldout_size"),
 ])

@@ -1,6 +1,6 @@
-"""``model.dtype: auto`` (rlvr.model.precision) and the machine record (rlvr.machine).
+"""``model.dtype: auto`` (rlvr.model.precision, rlvr.model.bf16_probe) and the machine record (rlvr.machine).
 
-The measurement is faked (``precision.measure`` monkeypatched) except in one test that runs it for
+The measurement is faked (``bf16_probe.measure`` monkeypatched) except in one test that runs it for
 real on a small model, to keep it fast.
 """
 
@@ -15,7 +15,7 @@ import torch
 
 from rlvr.config import ModelConfig, load_config
 from rlvr.machine import FLAGS, cpu_info, machine_info, machine_line
-from rlvr.model import precision
+from rlvr.model import bf16_probe, precision
 from rlvr.model.io import load_policy, load_policy_as, save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
@@ -45,7 +45,7 @@ def fake(monkeypatch, tmp_path):
 
     f = Fake()
     f.calls = []
-    monkeypatch.setattr(precision, "measure", f)
+    monkeypatch.setattr(bf16_probe, "measure", f)
     return f
 
 
@@ -89,22 +89,22 @@ def test_cpu_info_reads_the_first_processor_and_falls_back(tmp_path):
 # ----------------------------------------------------------------------------- resolution
 def test_auto_resolves_by_the_measurement(fake):
     fake.ratio = 2.9
-    p = precision.resolve_dtype("auto", "cpu", precision.tiny_spec(SMALL))
+    p = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(SMALL))
     assert p.dtype == "bfloat16" and p.requested == "auto"
     assert p.line().startswith("precision: bfloat16 (bf16 autocast 2.90x faster than fp32 at this model's shapes")
     assert "cached " + str(cache_root() / "machine") in p.line()
     fake.ratio = 0.03
     other = ModelConfig(n_layer=1, d_model=64, n_head=2)  # another shape: measured on its own
-    q = precision.resolve_dtype("auto", "cpu", precision.tiny_spec(other))
+    q = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(other))
     assert q.dtype == "float32" and "bf16 autocast 0.03x the speed of fp32" in q.line()
     fake.ratio = 1.05  # faster, but under the margin
     third = ModelConfig(n_layer=1, d_model=96, n_head=2)
-    assert precision.resolve_dtype("auto", "cpu", precision.tiny_spec(third)).dtype == "float32"
+    assert precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(third)).dtype == "float32"
     assert len(fake.calls) == 3
 
 
 def test_measurement_is_cached_once_and_reused(fake):
-    spec = precision.tiny_spec(SMALL)
+    spec = bf16_probe.tiny_spec(SMALL)
     a = precision.resolve_dtype("auto", "cpu", spec)
     files = list((cache_root() / "machine").glob("bf16-*.json"))
     assert len(files) == 1 and len(fake.calls) == 1
@@ -124,8 +124,8 @@ def test_measurement_is_cached_once_and_reused(fake):
 
 @pytest.mark.parametrize("garbage", ["{not json", '{"ratio": "fast"}', '{"ratio": -1, "key": {}}', "[]"])
 def test_a_corrupt_cache_file_is_measured_again(fake, garbage):
-    spec = precision.tiny_spec(SMALL)
-    path = precision.cache_path(precision.cache_key(spec))
+    spec = bf16_probe.tiny_spec(SMALL)
+    path = bf16_probe.cache_path(bf16_probe.cache_key(spec))
     path.parent.mkdir(parents=True)
     path.write_text(garbage)
     with pytest.warns(RuntimeWarning, match="unreadable precision measurement"):
@@ -168,46 +168,46 @@ def test_specs_match_the_models():
     m = TinyGPT(ModelConfig(n_layer=3, d_model=48, n_head=2, mlp="gelu", dtype="float32"), 50)
     spec = precision.model_spec(m)
     assert spec == {"kind": "tiny", "d_model": 48, "n_head": 2, "mlp": "gelu", "context": 96, "fp32_logits": True}
-    assert spec == precision.tiny_spec(m.cfg.with_dtype("auto"))  # neither the dtype nor the depth is in it
-    spec = precision.hf_spec({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+    assert spec == bf16_probe.tiny_spec(m.cfg.with_dtype("auto"))  # neither the dtype nor the depth is in it
+    spec = bf16_probe.hf_spec({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
                               "intermediate_size": 256})
     assert spec == {"kind": "linear", "shapes": [[64, 64], [64, 32], [64, 32], [64, 64], [64, 256], [64, 256],
                                                  [256, 64]]}
-    assert precision.hf_spec({"vocab_size": 10}) is None
+    assert bf16_probe.hf_spec({"vocab_size": 10}) is None
 
 
 def test_real_measurement_is_fast_and_well_formed(monkeypatch):
-    monkeypatch.setattr(precision, "BUDGET_S", 0.3)
+    monkeypatch.setattr(bf16_probe, "BUDGET_S", 0.3)
     t0 = time.perf_counter()
-    m = precision.measure(precision.tiny_spec(SMALL))
+    m = bf16_probe.measure(bf16_probe.tiny_spec(SMALL))
     assert time.perf_counter() - t0 < 6  # < 2 s on a quiet machine; the margin is for a busy one
     assert {"ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s", "repeats", "train_tokens"} <= set(m)
     assert all(m[k] > 0 for k in ("ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s"))
     # the tiny workload is the default RL step's: 8 prompts x 8 samples, prompt + completion under a key mask
-    T = precision.RL_PROMPT_TOKENS + precision.RL_NEW_TOKENS
-    assert m["decode_rows"] == precision.RL_ROWS and m["decode_steps"] == precision.RL_NEW_TOKENS
-    assert precision.RL_ROWS * (T - precision.RL_PROMPT_TOKENS // 3) <= m["train_tokens"] < precision.RL_ROWS * T
+    T = bf16_probe.RL_PROMPT_TOKENS + bf16_probe.RL_NEW_TOKENS
+    assert m["decode_rows"] == bf16_probe.RL_ROWS and m["decode_steps"] == bf16_probe.RL_NEW_TOKENS
+    assert bf16_probe.RL_ROWS * (T - bf16_probe.RL_PROMPT_TOKENS // 3) <= m["train_tokens"] < bf16_probe.RL_ROWS * T
     state = torch.get_rng_state()
-    precision.measure(precision.hf_spec({"hidden_size": 32, "num_attention_heads": 2}))
+    bf16_probe.measure(bf16_probe.hf_spec({"hidden_size": 32, "num_attention_heads": 2}))
     assert torch.equal(torch.get_rng_state(), state)  # the global RNG is untouched
 
 
 def test_a_wide_tiny_model_is_measured_on_fewer_rows():
     g = torch.Generator().manual_seed(0)
-    wide = precision.tiny_spec(ModelConfig(n_layer=1, d_model=256, n_head=4))
-    _, sizes = precision._tiny_run(wide, g, 1.0)
-    assert 8 <= sizes["decode_rows"] < precision.RL_ROWS and sizes["decode_rows"] % 8 == 0  # 8 prompts kept
-    _, small = precision._tiny_run(precision.tiny_spec(SMALL), g, 1.0)
-    assert small["decode_rows"] == precision.RL_ROWS
+    wide = bf16_probe.tiny_spec(ModelConfig(n_layer=1, d_model=256, n_head=4))
+    _, sizes = bf16_probe._tiny_run(wide, g, 1.0)
+    assert 8 <= sizes["decode_rows"] < bf16_probe.RL_ROWS and sizes["decode_rows"] % 8 == 0  # 8 prompts kept
+    _, small = bf16_probe._tiny_run(bf16_probe.tiny_spec(SMALL), g, 1.0)
+    assert small["decode_rows"] == bf16_probe.RL_ROWS
 
 
 def test_busy_machine_is_named_in_the_choice():
     key = {"threads": 1}
-    assert precision._busy({"load": 2.3, "cores": 2, "key": key}) == (
+    assert bf16_probe.busy_note({"load": 2.3, "cores": 2, "key": key}) == (
         " on a busy machine (load 2.3, 2 cores: the ratio may be off)")
-    assert precision._busy({"load": 0.4, "cores": 2, "key": key}) == ""
-    assert precision._busy({"load": 3.0, "cores": 16, "key": {"threads": 8}}) == ""
-    assert precision._busy({}) == ""  # a measurement cached before the load was recorded
+    assert bf16_probe.busy_note({"load": 0.4, "cores": 2, "key": key}) == ""
+    assert bf16_probe.busy_note({"load": 3.0, "cores": 16, "key": {"threads": 8}}) == ""
+    assert bf16_probe.busy_note({}) == ""  # a measurement cached before the load was recorded
 
 
 # ----------------------------------------------------------------------------- where it is used
@@ -217,7 +217,7 @@ def test_run_config_and_policy_get_the_resolved_dtype(fake, tmp_path):
     assert cfg.model.dtype == "auto"
     resolved, p = resolve_precision(cfg)
     assert resolved.model.dtype == p.dtype == "bfloat16" and cfg.model.dtype == "auto"
-    assert fake.calls == [precision.tiny_spec(SMALL)]  # init_from's own shapes
+    assert fake.calls == [bf16_probe.tiny_spec(SMALL)]  # init_from's own shapes
     model, _ = build_policy(resolved, "none")
     assert model.cfg.dtype == "bfloat16"  # the run's dtype, not the checkpoint's float32
     model, _ = build_policy(cfg, "none")  # still auto: resolved there, from the cache

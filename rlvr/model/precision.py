@@ -10,6 +10,10 @@
 - ``RLVR_AUTO_DTYPE=float32|bfloat16`` pins what ``auto`` resolves to, without measuring (the
   test suite pins float32 so that its results do not depend on the machine).
 
+The choice comes as a :class:`Precision`: its :meth:`~Precision.line` is the one line a run prints
+(what was chosen and why, in plain words); its ``reason`` keeps the numbers behind it (ratios, the
+margin, when measured, the cache file), which a run records in its ``machine.json``.
+
 bfloat16 means autocast: master weights and optimiser state stay float32, and so do the LM head and
 the log-softmax with ``model.fp32_logits``.
 """
@@ -33,20 +37,25 @@ from rlvr.model.hf import SIDECAR, model_source
 MARGIN = 1.1
 """bf16 autocast must be at least this many times faster than float32 to be chosen on the CPU."""
 ENV_PIN = "RLVR_AUTO_DTYPE"
+CHOOSE = "set model.dtype to choose"  # the end of every note about an ``auto`` choice
 
 
 @dataclass(frozen=True)
 class Precision:
-    """A resolved ``model.dtype``: ``dtype`` ("float32" | "bfloat16") from ``requested``, and why."""
+    """A resolved ``model.dtype``: ``dtype`` ("float32" | "bfloat16") from ``requested``; ``note``
+    says why in plain words, ``reason`` with the numbers behind it; ``measurement`` is the bf16
+    probe's record when one decided."""
 
     dtype: str
     requested: str
     reason: str
+    note: str
     measurement: dict | None = field(default=None, compare=False)
 
     def line(self) -> str:
-        """``precision: bfloat16 (bf16 autocast 2.90x faster than fp32 at this model's shapes, ...)``."""
-        return f"precision: {self.dtype} ({self.reason})"
+        """``precision: float32 (bfloat16 measured 0.80x as fast as float32 on this CPU; set
+        model.dtype to choose)``: what a run prints."""
+        return f"precision: {self.dtype} ({self.note})"
 
 
 # ----------------------------------------------------------------------------- the model's workload
@@ -101,32 +110,42 @@ def resolve_dtype(dtype: str, device: str | torch.device = "cpu",
     if dtype not in DTYPES:
         raise UserError(f"model.dtype: unknown {dtype!r}; use auto, float32 or bfloat16")
     if dtype != "auto":
-        return Precision(dtype, dtype, f"model.dtype={dtype} in the config")
+        why = f"model.dtype={dtype} in the config"
+        return Precision(dtype, dtype, why, why)
     pin = os.environ.get(ENV_PIN, "")
     if pin:
         if pin not in ("float32", "bfloat16"):
             raise UserError(f"{ENV_PIN}={pin!r}: use float32 or bfloat16 (or unset it to measure)")
-        return Precision(pin, "auto", f"auto pinned by {ENV_PIN}={pin}")
+        return Precision(pin, "auto", f"auto pinned by {ENV_PIN}={pin}",
+                         f"model.dtype=auto, pinned by {ENV_PIN}={pin} in the environment")
     dev = torch.device(device)
     if dev.type == "cuda":
         name = torch.cuda.get_device_name(dev) if torch.cuda.is_available() else "CUDA device"
         if torch.cuda.is_bf16_supported():
-            return Precision("bfloat16", "auto", f"auto on {name}: bf16 supported")
-        return Precision("float32", "auto", f"auto on {name}: no bf16 support")
+            return Precision("bfloat16", "auto", f"auto on {name}: bf16 supported",
+                             f"the {name} supports bfloat16; {CHOOSE}")
+        return Precision("float32", "auto", f"auto on {name}: no bf16 support",
+                         f"the {name} has no bfloat16 support; {CHOOSE}")
     if dev.type != "cpu":
-        return Precision("float32", "auto", f"auto on {dev.type}: float32 (bf16 is measured on the CPU only)")
+        return Precision("float32", "auto", f"auto on {dev.type}: float32 (bf16 is measured on the CPU only)",
+                         f"bfloat16 is measured on the CPU only, and this is {dev.type}; {CHOOSE}")
     work = spec() if callable(spec) else spec
     if not work:
-        return Precision("float32", "auto", "auto: the model's shapes are unknown, so float32 (not measured)")
+        return Precision("float32", "auto", "auto: the model's shapes are unknown, so float32 (not measured)",
+                         f"the model's shapes are unknown, so bfloat16 was not measured; {CHOOSE}")
     data, path = measured(work)
     r = float(data["ratio"])
+    busy = busy_note(data)
     parts = (f"train {float(data.get('train_ratio', r)):.2f}x, decode {float(data.get('decode_ratio', r)):.2f}x; "
-             f"needs >= {MARGIN}x; measured {str(data.get('measured', '?'))[:10]}{busy_note(data)}, cached {path}")
+             f"needs >= {MARGIN}x; measured {str(data.get('measured', '?'))[:10]}{busy}, cached {path}")
+    speed = f"bfloat16 measured {r:.2f}x as fast as float32 on this CPU"
+    when = ", which was busy then" if busy else ""
     if r >= MARGIN:
         return Precision("bfloat16", "auto", f"bf16 autocast {r:.2f}x faster than fp32 at this model's shapes "
-                                             f"({parts})", data)
+                                             f"({parts})", f"{speed}{when}; {CHOOSE}", data)
+    short = f", under the {MARGIN}x it needs" if r >= 1 else ""
     return Precision("float32", "auto", f"bf16 autocast {r:.2f}x the speed of fp32 at this model's shapes "
-                                        f"({parts})", data)
+                                        f"({parts})", f"{speed}{short}{when}; {CHOOSE}", data)
 
 
 def saved_dtype(directory: str | Path) -> str:

@@ -7,6 +7,7 @@ real on a small model, to keep it fast.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -28,12 +29,13 @@ SMALL = ModelConfig(n_layer=1, d_model=32, n_head=2, context=64)
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    """Unpinned ``auto`` on a CPU-only machine (a visible GPU resolves ``auto`` without measuring), a
+    """Unpinned ``auto`` on a quiet CPU-only machine (a visible GPU resolves ``auto`` without measuring), a
     private cache, and a fake measurement: ``fake.ratio`` is what it reports, ``fake.calls`` the
     workloads it was asked to measure."""
     monkeypatch.delenv(precision.ENV_PIN, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a quiet machine (the notes say when not)
 
     class Fake:
         ratio = 2.0
@@ -91,15 +93,22 @@ def test_auto_resolves_by_the_measurement(fake):
     fake.ratio = 2.9
     p = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(SMALL))
     assert p.dtype == "bfloat16" and p.requested == "auto"
-    assert p.line().startswith("precision: bfloat16 (bf16 autocast 2.90x faster than fp32 at this model's shapes")
-    assert "cached " + str(cache_root() / "machine") in p.line()
+    assert p.line() == ("precision: bfloat16 (bfloat16 measured 2.90x as fast as float32 on this CPU; "
+                        "set model.dtype to choose)")
+    assert p.reason.startswith("bf16 autocast 2.90x faster than fp32 at this model's shapes (train 2.90x, "
+                               "decode 2.90x;")
+    assert "cached " + str(cache_root() / "machine") in p.reason and "cached" not in p.line()  # the numbers: reason
     fake.ratio = 0.03
     other = ModelConfig(n_layer=1, d_model=64, n_head=2)  # another shape: measured on its own
     q = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(other))
-    assert q.dtype == "float32" and "bf16 autocast 0.03x the speed of fp32" in q.line()
+    assert q.dtype == "float32" and "bf16 autocast 0.03x the speed of fp32" in q.reason
+    assert q.line() == ("precision: float32 (bfloat16 measured 0.03x as fast as float32 on this CPU; "
+                        "set model.dtype to choose)")
     fake.ratio = 1.05  # faster, but under the margin
     third = ModelConfig(n_layer=1, d_model=96, n_head=2)
-    assert precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(third)).dtype == "float32"
+    r = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(third))
+    assert r.dtype == "float32" and r.line() == ("precision: float32 (bfloat16 measured 1.05x as fast as float32 "
+                                                 "on this CPU, under the 1.1x it needs; set model.dtype to choose)")
     assert len(fake.calls) == 3
 
 
@@ -141,6 +150,8 @@ def test_cuda_picks_by_bf16_support_without_measuring(fake, monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, s=supported, **k: s)
         p = precision.resolve_dtype("auto", torch.device("cuda"), lambda: pytest.fail("no shapes on CUDA"))
         assert p.dtype == want and "Fake GPU" in p.reason
+        assert p.line() == f"precision: {want} (the Fake GPU {'supports' if supported else 'has no'} bfloat16" + (
+            "" if supported else " support") + "; set model.dtype to choose)"
     assert fake.calls == []
     hf = ModelConfig(kind="hf", path="/nowhere")  # HF models resolve the same way
     assert precision.resolve_dtype(hf.dtype, "cuda", lambda: precision.config_spec(hf)).dtype == "float32"
@@ -151,12 +162,17 @@ def test_explicit_dtypes_pins_and_unknown_shapes(fake, monkeypatch):
         p = precision.resolve_dtype(d, "cpu", lambda: pytest.fail("not measured"))
         assert p.dtype == d and p.line() == f"precision: {d} (model.dtype={d} in the config)"
     monkeypatch.setenv(precision.ENV_PIN, "bfloat16")
-    assert precision.resolve_dtype("auto", "cpu", None).dtype == "bfloat16"
+    pinned = precision.resolve_dtype("auto", "cpu", None)
+    assert pinned.dtype == "bfloat16"
+    assert pinned.line() == ("precision: bfloat16 (model.dtype=auto, pinned by RLVR_AUTO_DTYPE=bfloat16 in the "
+                             "environment)")
     monkeypatch.setenv(precision.ENV_PIN, "fp16")
     with pytest.raises(Exception, match="RLVR_AUTO_DTYPE"):
         precision.resolve_dtype("auto", "cpu", None)
     monkeypatch.delenv(precision.ENV_PIN)
-    assert precision.resolve_dtype("auto", "cpu", lambda: None).dtype == "float32"  # shapes unknown
+    unknown = precision.resolve_dtype("auto", "cpu", lambda: None)
+    assert unknown.dtype == "float32" and unknown.line() == (
+        "precision: float32 (the model's shapes are unknown, so bfloat16 was not measured; set model.dtype to choose)")
     assert precision.resolve_dtype("auto", "meta", None).dtype == "float32"
     assert fake.calls == []
     with pytest.raises(Exception, match="model.dtype"):
@@ -210,6 +226,14 @@ def test_busy_machine_is_named_in_the_choice():
     assert bf16_probe.busy_note({}) == ""  # a measurement cached before the load was recorded
 
 
+def test_the_printed_line_says_when_the_cpu_was_busy(fake, monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 0.0, 0.0))  # recorded with the measurement
+    p = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(SMALL))
+    assert p.line() == ("precision: bfloat16 (bfloat16 measured 2.00x as fast as float32 on this CPU, which was "
+                        "busy then; set model.dtype to choose)")
+    assert "on a busy machine (load 64.0" in p.reason
+
+
 # ----------------------------------------------------------------------------- where it is used
 def test_run_config_and_policy_get_the_resolved_dtype(fake, tmp_path):
     ck = _tiny_checkpoint(tmp_path / "init", dtype="float32")
@@ -256,7 +280,9 @@ def test_a_run_saves_the_resolved_dtype_and_its_machine(fake, tmp_path, capsys):
     machine = json.loads((run / "machine.json").read_text())
     assert machine["precision"] == "float32" and set(machine) >= {"cpu", "flags", "torch_threads"}
     assert json.loads((run / "train_summary.json").read_text())["machine"] == machine
-    assert "precision: float32 (bf16 autocast 0.50x the speed of fp32" in capsys.readouterr().err
+    line = "precision: float32 (bfloat16 measured 0.50x as fast as float32 on this CPU; set model.dtype to choose)"
+    assert line in capsys.readouterr().err.splitlines()  # one line in plain words; the numbers in machine.json
+    assert machine["precision_reason"].startswith("bf16 autocast 0.50x the speed of fp32 at this model's shapes (train")
     step = sorted((run / "checkpoints").iterdir())[-1]
     assert json.loads((step / "model_config.json").read_text())["dtype"] == "float32"
 

@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                 run.run(f"step/{schedule}/{dtype}", lambda s=schedule, d=dtype: check_step(s, d, tmp))
     path = a.model
     if not path and set(a.only) & {"logp", "sync", "speed"}:
-        from rlvr.model.hf import build_tiny_hf
+        from rlvr.train.tiny_hf import build_tiny_hf
 
         path = str(build_tiny_hf(Path(tmp) / "llama", hidden=512, layers=8, heads=8, context=1024))
     vllm_ok = not a.no_vllm and _has_vllm()

@@ -27,10 +27,11 @@ import time
 import torch
 
 from rlvr.config import ModelConfig
-from rlvr.model.hf import build_tiny_hf, load_hf_policy
+from rlvr.model.hf import load_hf_policy
 from rlvr.model.logprobs import score
 from rlvr.rollout.sample import SampleParams, generate
 from rlvr.rollout.vllm import VLLMEngine, sample
+from rlvr.train.tiny_hf import build_tiny_hf
 
 
 def _prompts(n: int) -> list[str]:

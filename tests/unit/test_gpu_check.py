@@ -85,7 +85,7 @@ def test_main_without_cuda_skips_cleanly(gc, capsys):
 def test_step_and_native_logp_checks_run_on_the_cpu(gc, tmp_path):
     status, numbers = gc.check_step("sync", "float32", str(tmp_path), device="cpu")
     assert status == gc.PASS, numbers
-    from rlvr.model.hf import build_tiny_hf
+    from rlvr.train.tiny_hf import build_tiny_hf
 
     path = str(build_tiny_hf(tmp_path / "llama", hidden=32, layers=1, heads=4))
     a = SimpleNamespace(prompts=4, max_new_tokens=8, logp_mean_tol=0.02, logp_max_tol=1.0)

@@ -10,8 +10,9 @@ import torch
 pytest.importorskip("transformers")
 
 from rlvr.config import ModelConfig  # noqa: E402
-from rlvr.model.hf import HFPolicy, NativeCache, build_tiny_hf, load_hf_policy  # noqa: E402
+from rlvr.model.hf import HFPolicy, NativeCache, load_hf_policy  # noqa: E402
 from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
+from rlvr.train.tiny_hf import build_tiny_hf  # noqa: E402
 
 CFG = ModelConfig(kind="hf", path="x", chat_template=False)
 PROMPTS = ["Q:3+4*2+1\n", "Q:1+1\n", "Q:9*9-2+3*3\n"]

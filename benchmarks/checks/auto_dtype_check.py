@@ -1,7 +1,7 @@
 """Does ``model.dtype=auto`` pick the faster precision? The measurement behind it against the real
 RL step, timed in the same process (docs/performance.md, "Precision by machine").
 
-1. ``--measures`` fresh measurements (``rlvr.model.precision.measure``, never the cache) for the
+1. ``--measures`` fresh measurements (``rlvr.model.bf16_probe.measure``, never the cache) for the
    embedded default model: bf16 autocast speed over float32, its training pass and its decoding.
 2. ``--steps`` real RL steps of ``rlvr run``'s recipe from the cached base in float32, then in
    bfloat16, with the step's own functions timed in place: sampling (``sample``) and forward +
@@ -77,11 +77,11 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     from rlvr.config import load_config
     from rlvr.machine import machine_info, machine_line
-    from rlvr.model import precision
+    from rlvr.model import bf16_probe, precision
 
     print("machine: " + machine_line(machine_info("float32", torch.device("cpu"))))
     spec = precision.config_spec(load_config("quickstart", []).model)
-    ms = [precision.measure(spec) for _ in range(a.measures)]
+    ms = [bf16_probe.measure(spec) for _ in range(a.measures)]
     with tempfile.TemporaryDirectory() as tmp:
         f32 = real_steps("float32", a.steps, Path(tmp))
         b16 = real_steps("bfloat16", a.steps, Path(tmp))

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from gpu_vllm_check import _timed, _to, run_hf_generate, run_native  # this directory: the vLLM-only run's helpers
 
-from rlvr.model.hf import build_tiny_hf
+from rlvr.train.tiny_hf import build_tiny_hf
 from rlvr.model.logprobs import score
 from rlvr.rollout.sample import SampleParams
 from rlvr.rollout.vllm import VLLMEngine, sample

@@ -27,11 +27,12 @@ import time
 import torch
 
 from rlvr.config import ModelConfig
-from rlvr.model.hf import build_tiny_hf, load_hf_policy
+from rlvr.model.hf import load_hf_policy
 from rlvr.model.logprobs import score
 from rlvr.rollout.sample import SampleParams, generate
 from rlvr.rollout.vllm import VLLMEngine, sample
 from rlvr.train.device_checks import heldout_prompts
+from rlvr.train.tiny_hf import build_tiny_hf
 
 
 def _to(rb, device):

@@ -41,7 +41,8 @@ def load(name: str, cache: Path):
         torch.manual_seed(0)
         m = TinyGPT(ModelConfig(context=128), 100)
         return m, 100, 2 * m.lm_head.weight.numel()
-    from rlvr.model.hf import build_tiny_hf, load_hf_policy
+    from rlvr.model.hf import load_hf_policy
+    from rlvr.train.tiny_hf import build_tiny_hf
 
     d = cache / name
     if not (d / "config.json").exists():

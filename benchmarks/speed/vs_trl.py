@@ -1,7 +1,7 @@
 """rlvr vs TRL's GRPOTrainer on the same tiny Hugging Face model, same settings, same machine, same run.
 
 Both sides load the very same weights and tokenizer from disk (a random Qwen2 built locally by
-``rlvr.model.hf.build_tiny_hf``, no download), train on the same prompts with the same reward
+``rlvr.train.tiny_hf.build_tiny_hf``, no download), train on the same prompts with the same reward
 function (``_bench_common.digit_reward``, TRL signature), group size, completion length,
 temperature, optimiser (torch AdamW, same betas / weight decay / grad clip, constant lr, no
 warm-up) and loss (TRL's default ``loss_type="dapo"`` = rlvr ``grpo`` with ``token_mean``
@@ -99,7 +99,7 @@ def child_env(threads: int) -> dict:
 
 # ----------------------------------------------------------------------------- pieces
 def build_models(out: Path, names: list[str]) -> dict[str, Path]:
-    from rlvr.model.hf import build_tiny_hf
+    from rlvr.train.tiny_hf import build_tiny_hf
 
     dirs = {}
     for name in names:

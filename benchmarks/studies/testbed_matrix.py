@@ -51,7 +51,8 @@ def cell_name(p: int, r: int, dtype: str) -> str:
 def machine_dtypes() -> list[str]:
     """float32, plus bfloat16 where `model.dtype=auto` resolves to it for the default model here."""
     from rlvr.config import ModelConfig
-    from rlvr.model.precision import resolve_dtype, tiny_spec
+    from rlvr.model.bf16_probe import tiny_spec
+    from rlvr.model.precision import resolve_dtype
 
     auto = resolve_dtype("auto", "cpu", tiny_spec(ModelConfig())).dtype
     return ["float32"] + (["bfloat16"] if auto == "bfloat16" else [])

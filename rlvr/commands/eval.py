@@ -162,7 +162,9 @@ def _from_checkpoint(args: argparse.Namespace, ks: list[int] | None) -> dict[str
     from rlvr.eval.generate import perplexity_under
     from rlvr.eval.stream import generate_samples
     from rlvr.eval.summary import compare, summarize
+    from rlvr.train.tiny_hf import build_if_tiny
 
+    build_if_tiny(args.checkpoint, args.base or "")  # a tiny-hf:<arch> model is built on first use
     out = Path(args.out)
     gen = dict(
         task=args.task,

@@ -41,146 +41,26 @@ from dataclasses import replace
 from typing import Any
 
 from rlvr.rewards import plaindata
-from rlvr.rewards.sandbox import SandboxResult, _interpreter, _killpg, check_limits, resolve_isolation, run_program
+from rlvr.rewards.sandbox import (
+    SandboxResult,
+    _interpreter,
+    _killpg,
+    check_limits,
+    program_text,
+    resolve_isolation,
+    run_program,
+)
 
 MAX_LINE = 1 << 20  # longest message (bytes) the runner reads from the server
 REQ_FD, RSP_FD = 4, 3  # the server's ends: requests in, answers out
 _STOP_REASONS = {"timeout", "cpu_limit", "memory", "output_limit", "crashed", "killed", "blocked"}
 _CODEC = inspect.getsource(plaindata).split("from __future__ import annotations\n", 1)[1]
 
-_SERVER = r'''
-import json as _json, os as _os, sys as _sys, traceback as _tb
-def _send(obj):
-    data = (_json.dumps(obj, separators=(",", ":")) + "\n").encode()
-    while data:
-        data = data[_os.write(%(rsp)d, data):]
-_g = {"__name__": "solution", "__builtins__": __builtins__}
-_err = None
-try:
-    exec(compile(_SOLUTION, "solution.py", "exec"), _g)
-except BaseException as _e:
-    _err = f"{type(_e).__name__}: {_e}"[:300]
-    _tb.print_exc()
-_send({"names": sorted(k for k, v in list(_g.items()) if type(k) is str and callable(v)), "error": _err})
-_rf = _os.fdopen(%(req)d, "rb")
-while True:
-    _line = _rf.readline()
-    if not _line:
-        break
-    try:
-        _req = _json.loads(_line)
-        _value = _g[_req["fn"]](*from_wire(_req["args"]), **from_wire(_req["kwargs"]))
-    except BaseException as _e:
-        _send({"raised": type(_e).__name__, "msg": str(_e)[:200]})
-        continue
-    try:
-        _send({"ok": to_wire(_value)})
-    except BaseException as _e:
-        _send({"bad": f"{type(_e).__name__}: {_e}"[:200]})
-_sys.stdout.flush()
-_os._exit(0)
-'''
-
-_RUNNER = r'''
-import builtins, json, keyword, os, resource, sys
-cfg = json.loads(sys.argv[1])
-resource.setrlimit(resource.RLIMIT_AS, (cfg["memory"], cfg["memory"]))
-resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpu"], cfg["cpu"] + 1))
-try:  # PR_SET_DUMPABLE = 4: no ptrace or /proc/<pid>/mem for processes of the same uid
-    import ctypes
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-except Exception:
-    pass
-payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-report_fd = os.dup(1)
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
-rsp = os.fdopen(cfg["rsp"], "rb")
-
-class SolutionGone(Exception):
-    """The solution server ended (or broke the protocol) before answering."""
-
-class SolutionError(Exception):
-    """The solution raised an exception that is not a builtin one."""
-
-state = {"gone": None, "calls": 0}
-
-def receive():
-    if state["gone"]:
-        raise SolutionGone(state["gone"])
-    line = rsp.readline(cfg["max_line"] + 1)
-    if not line or len(line) > cfg["max_line"] or not line.endswith(b"\n"):
-        state["gone"] = "ended" if not line else "message too long"
-        raise SolutionGone(state["gone"])
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        msg = None
-    if type(msg) is not dict or len(msg) not in (1, 2):
-        state["gone"] = "broke the protocol"
-        raise SolutionGone(state["gone"])
-    return msg
-
-def proxy(name):
-    def call(*args, **kwargs):
-        data = json.dumps({"fn": name, "args": to_wire(list(args)), "kwargs": to_wire(dict(kwargs))}) + "\n"
-        state["calls"] += 1
-        try:
-            os.write(cfg["req"], data.encode())
-        except OSError:
-            state["gone"] = state["gone"] or "ended"
-        msg = receive()
-        if "ok" in msg:
-            try:
-                return from_wire(msg["ok"])
-            except NotPlain as exc:
-                raise SolutionError(f"{name} returned a malformed value: {exc}") from None
-        if "bad" in msg:
-            raise SolutionError(f"{name} returned a value that is not plain data: {str(msg['bad'])[:200]}")
-        kind = msg.get("raised")
-        exc = getattr(builtins, kind, None) if type(kind) is str else None
-        text = f"{name} raised {str(kind)[:80]}: {str(msg.get('msg', ''))[:200]}"
-        if isinstance(exc, type) and issubclass(exc, Exception) and not issubclass(exc, AssertionError):
-            raise exc(text)
-        raise SolutionError(text)
-    call.__name__ = name
-    return call
-
-errors, passed = [], 0
-try:
-    hello = receive()
-    names = hello.get("names") if type(hello.get("names")) is list else []
-    if hello.get("error") is not None:
-        errors.append(f"solution: {str(hello['error'])[:300]}")
-except SolutionGone:
-    names = []
-ns = {"__name__": "__rlvr_tests__", "__builtins__": builtins}
-try:
-    exec(compile(payload["context"], "context.py", "exec"), ns)
-    context_ok = True
-except BaseException as exc:
-    errors.append(f"context: {type(exc).__name__}: {exc}"[:300])
-    context_ok = False
-explicit = payload["entry_points"] is not None
-for name in (payload["entry_points"] if explicit else names):
-    if (type(name) is str and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
-            and not hasattr(builtins, name) and (explicit or name not in ns)):
-        ns[name] = proxy(name)
-for i, test in enumerate(payload["tests"]):
-    if not context_ok:
-        break
-    try:
-        exec(compile(test, f"test_{i}.py", "exec"), ns)
-        passed += 1
-    except BaseException as exc:
-        if len(errors) < 5:
-            errors.append(f"test {i}: {type(exc).__name__}: {exc}"[:300])
-report = {"passed": passed, "total": len(payload["tests"]), "errors": errors, "gone": state["gone"],
-          "calls": state["calls"], "context_ok": context_ok}
-os.write(report_fd, (json.dumps(report) + "\n").encode())
-os._exit(0)
-'''
+# The two programs (sandbox_programs/): the solution server runs inside the sandbox after the lines
+# ``_SOLUTION = <source>`` and ``_REQ_FD, _RSP_FD = 4, 3`` and the plain-data codec; the test runner
+# runs outside it after the codec (``python -I -S -c <codec + runner> CONFIG_JSON``).
+_SERVER = program_text("server")
+_RUNNER = program_text("runner")
 
 
 def _runner_env(cwd: str) -> dict[str, str]:
@@ -253,7 +133,7 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
         runner.stdin.write(payload)  # the runner reads all of it before anything else
         runner.stdin.close()
         runner.stdin = None  # communicate() below must not flush it
-        program = f"_SOLUTION = {solution!r}\n{_CODEC}{_SERVER % {'req': REQ_FD, 'rsp': RSP_FD}}"
+        program = f"_SOLUTION = {solution!r}\n_REQ_FD, _RSP_FD = {REQ_FD}, {RSP_FD}\n{_CODEC}{_SERVER}"
         fds, req_r, rsp_w = {REQ_FD: req_r, RSP_FD: rsp_w}, None, None  # run_program closes them
         server = run_program(program, iso, fds=fds, done=lambda: runner.poll() is not None, **lim)
         left = max(0.5, lim["timeout_s"] + 1.0 - (time.monotonic() - t0))

@@ -96,6 +96,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
     cfg, precision = from_rank0(lambda: resolve_precision(cfg))  # model.dtype auto -> float32 | bfloat16
     atomic_write(run / "config.yaml", dump_yaml(cfg))  # a kill here must not leave a torn config
     machine = machine_info(precision.dtype, resolve_device(cfg.train.device))
+    machine["precision_reason"] = precision.reason  # the numbers behind the printed line (ratios, cache file)
     atomic_write(run / "machine.json", json.dumps(machine, indent=1))  # the machine of the latest (re)start
     if rank_world()[0] == 0:
         print(precision.line(), file=sys.stderr, flush=True)

@@ -24,6 +24,7 @@ from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
 from rlvr.train.data import PromptSampler, training_problems
 from rlvr.train.pretrain import base_model
+from rlvr.train.tiny_hf import build_if_tiny
 
 
 @dataclass
@@ -101,7 +102,9 @@ def get_task(cfg: RunConfig):
 def resolve_precision(cfg: RunConfig) -> tuple[RunConfig, Precision]:
     """``cfg`` with ``model.dtype`` resolved ("auto" -> "float32" | "bfloat16" for ``train.device`` and
     the model's shapes: see :mod:`rlvr.model.precision`), and the :class:`Precision` saying why. The
-    one place a run's precision is decided: the loop calls it before it saves config.yaml."""
+    one place a run's precision is decided: the loop calls it before it saves config.yaml. A
+    ``tiny-hf:<arch>`` model is built first (its shapes are what is measured)."""
+    build_if_tiny(cfg.model.init_from, cfg.model.path)
     prec = resolve_dtype(cfg.model.dtype, resolve_device(cfg.train.device), lambda: config_spec(cfg.model))
     if prec.dtype != cfg.model.dtype:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dtype=prec.dtype))
@@ -112,6 +115,7 @@ def build_policy(cfg: RunConfig, progress: str = "auto"):
     """(model, tokenizer) on ``train.device``: ``model.init_from`` if set, else the cached pretrained
     tiny base (or the HF model of ``model.path``), computing in ``model.dtype`` (resolved here if it
     is still "auto"), whatever dtype the checkpoint was saved with."""
+    build_if_tiny(cfg.model.init_from, cfg.model.path)
     if cfg.model.dtype == "auto":
         cfg, _ = resolve_precision(cfg)
     if cfg.model.kind == "hf" and not cfg.model.init_from:  # built with the run's model config

@@ -42,7 +42,7 @@ THINK = ("{% for m in messages %}<bos>{{ m['role'] }}: {{ m['content'] }}\n{% en
 
 @pytest.mark.slow
 def test_train_and_eval_a_chat_task_from_a_file(tmp_path, monkeypatch, one_thread):
-    from rlvr.model.hf import build_tiny_hf
+    from rlvr.train.tiny_hf import build_tiny_hf
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "chat_task.py").write_text(TASK)

@@ -12,8 +12,9 @@ pytest.importorskip("transformers")
 
 from rlvr.config import ConfigError, ModelConfig, load_config  # noqa: E402
 from rlvr.errors import UserError  # noqa: E402
-from rlvr.model.hf import HFTokenizer, build_tiny_hf, load_hf_policy, train_tokenizer  # noqa: E402
+from rlvr.model.hf import HFTokenizer, load_hf_policy  # noqa: E402
 from rlvr.model.tokenizer import CharTokenizer  # noqa: E402
+from rlvr.train.tiny_hf import build_tiny_hf, train_tokenizer  # noqa: E402
 from rlvr.types import check_messages, prompt_key  # noqa: E402
 
 # a Qwen3-like template: enable_thinking=false closes an empty think block after the generation prompt

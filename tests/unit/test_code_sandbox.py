@@ -209,3 +209,22 @@ def test_fallback_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
         assert sbx.resolve_isolation("auto") == "none"
         r = run_sandboxed("print(6 * 7)")
     assert (r.reason, r.stdout, r.isolation) == ("ok", "42\n", "none")
+
+
+def test_the_child_programs_are_package_files_that_ship() -> None:
+    """The programs sent to child interpreters (the bootstrap, the harness's server and runner) are
+    files in the package, read at run time: every one must match pyproject's package-data, or an
+    installed rlvr could not start a single sandboxed run."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    package = Path(sbx.__file__).resolve().parents[1]
+    setuptools = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["rlvr"]
+    files = sorted(sbx.PROGRAMS.glob("*.py"))
+    assert [f.name for f in files] == ["boot.py", "runner.py", "server.py"]
+    for f in files:
+        assert any(fnmatch.fnmatch(f.relative_to(package).as_posix(), p) for p in patterns), f
+        compile(f.read_text(), f.name, "exec")  # the text sent parses as Python
+    assert sbx._BOOT == sbx.program_text("boot") and sbx._BOOT.startswith("\nimport fcntl")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.model.hf import build_tiny_hf
+from rlvr.train.tiny_hf import build_tiny_hf
 from rlvr.train.device_checks import (
     FAIL,
     PASS,

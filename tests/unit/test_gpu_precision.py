@@ -58,7 +58,8 @@ def test_tiny_bf16_behaviour_logprobs_match_fp32_recomputation():
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_hf_bf16_behaviour_logprobs_match_fp32_recomputation(tmp_path, arch):
     pytest.importorskip("transformers")
-    from rlvr.model.hf import build_tiny_hf, load_hf_policy
+    from rlvr.model.hf import load_hf_policy
+    from rlvr.train.tiny_hf import build_tiny_hf
 
     d = build_tiny_hf(tmp_path / arch, arch=arch, hidden=32, layers=2, heads=4, init_std=0.02, tie=False)
     cfg = ModelConfig(kind="hf", path=str(d), chat_template=False, dtype="bfloat16")

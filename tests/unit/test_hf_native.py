@@ -10,8 +10,9 @@ import torch
 pytest.importorskip("transformers")
 
 from rlvr.config import ModelConfig  # noqa: E402
-from rlvr.model.hf import HFPolicy, NativeCache, build_tiny_hf, load_hf_policy  # noqa: E402
+from rlvr.model.hf import HFPolicy, NativeCache, load_hf_policy  # noqa: E402
 from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
+from rlvr.train.tiny_hf import build_tiny_hf  # noqa: E402
 
 CFG = ModelConfig(kind="hf", path="x", chat_template=False)
 PROMPTS = ["Q:3+4*2+1\n", "Q:1+1\n", "Q:9*9-2+3*3\n"]
@@ -139,7 +140,7 @@ def test_fallbacks_and_cache_misuse(dirs, monkeypatch):
 
 
 def test_dtype_auto_resolves_on_load_and_set_dtype_switches_the_paths(dirs, monkeypatch, tmp_path):
-    from rlvr.model import precision
+    from rlvr.model import bf16_probe, precision
     from rlvr.model.io import load_policy
 
     m, _ = load_hf_policy(str(dirs["llama"]), CFG)  # dtype auto, unresolved: computes as float32
@@ -154,6 +155,6 @@ def test_dtype_auto_resolves_on_load_and_set_dtype_switches_the_paths(dirs, monk
     assert spec["kind"] == "linear" and {tuple(s) for s in spec["shapes"]} == shapes
     monkeypatch.delenv(precision.ENV_PIN, raising=False)
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path))  # the fake measurement stays out of the session cache
-    monkeypatch.setattr(precision, "measure", lambda s: {"ratio": 3.0})
+    monkeypatch.setattr(bf16_probe, "measure", lambda s: {"ratio": 3.0})
     loaded, _ = load_policy(dirs["llama"], device="cpu")  # no rlvr sidecar: auto, resolved here
     assert loaded.cfg.dtype == "bfloat16" and not loaded.native.fuse

@@ -16,11 +16,12 @@ pytest.importorskip("transformers")
 
 from rlvr.config import ModelConfig  # noqa: E402
 from rlvr.errors import UserError  # noqa: E402
-from rlvr.model.hf import build_tiny_hf, load_hf_policy, main, train_tokenizer  # noqa: E402
+from rlvr.model.hf import load_hf_policy  # noqa: E402
 from rlvr.model.io import load_policy, save_policy  # noqa: E402
 from rlvr.model.logprobs import score  # noqa: E402
 from rlvr.model.precision import apply_compute  # noqa: E402
 from rlvr.rollout.sample import SampleParams, generate  # noqa: E402
+from rlvr.train.tiny_hf import build_tiny_hf, main, train_tokenizer  # noqa: E402
 
 CHAT = ("{% for m in messages %}<bos>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}assistant: {% endif %}")
@@ -239,6 +240,35 @@ def test_user_errors(dirs, tmp_path, monkeypatch):
         load_policy("no-such-org-rlvr/no-such-model")
     with pytest.raises(UserError, match="llama or qwen2"):
         build_tiny_hf(tmp_path / "x", arch="gpt9")
+
+
+def test_tiny_hf_names_are_built_beside_pretraining_and_only_loaded_by_the_model(tmp_path, monkeypatch):
+    """``tiny-hf:<arch>`` is ``<cache>/hf-tiny/<arch>``: rlvr.model.hf only loads it (rlvr.model does not
+    import the task corpus a tokenizer may train on) and says how to build it when it is missing;
+    rlvr.train.tiny_hf.build_if_tiny builds it once, and leaves every other path alone."""
+    from pathlib import Path
+
+    import rlvr.model
+    from rlvr.model.hf import model_source
+    from rlvr.train import tiny_hf
+
+    assert not [p.name for p in Path(rlvr.model.__file__).parent.glob("*.py") if "rlvr.tasks" in p.read_text()]
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
+    with pytest.raises(UserError, match=r"tiny-hf:qwen2 is not built yet .*build-tiny .*--arch qwen2"):
+        load_hf_policy("tiny-hf:qwen2", NO_CHAT)
+    built = []
+    small = tiny_hf.build_tiny_hf
+
+    def build(out, arch):
+        built.append(arch)
+        return small(out, arch=arch, hidden=16, layers=1, heads=2)
+
+    monkeypatch.setattr(tiny_hf, "build_tiny_hf", build)
+    tiny_hf.build_if_tiny("tiny-hf:qwen2", "", str(tmp_path / "some_dir"), "Org/Name")
+    tiny_hf.build_if_tiny("tiny-hf:qwen2")  # built already
+    assert built == ["qwen2"] and model_source("tiny-hf:qwen2") == str(tmp_path / "hf-tiny" / "qwen2")
+    policy, _ = load_hf_policy("tiny-hf:qwen2", NO_CHAT)
+    assert policy.lm.config.model_type == "qwen2" and policy.lm.config.hidden_size == 16
 
 
 # ----------------------------------------------------------------------------- vLLM (no vLLM needed)

@@ -1,12 +1,13 @@
-"""``model.dtype: auto`` (rlvr.model.precision) and the machine record (rlvr.machine).
+"""``model.dtype: auto`` (rlvr.model.precision, rlvr.model.bf16_probe) and the machine record (rlvr.machine).
 
-The measurement is faked (``precision.measure`` monkeypatched) except in one test that runs it for
+The measurement is faked (``bf16_probe.measure`` monkeypatched) except in one test that runs it for
 real on a small model, to keep it fast.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import torch
 
 from rlvr.config import ModelConfig, load_config
 from rlvr.machine import FLAGS, cpu_info, machine_info, machine_line
-from rlvr.model import precision
+from rlvr.model import bf16_probe, precision
 from rlvr.model.io import load_policy, load_policy_as, save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
@@ -28,12 +29,13 @@ SMALL = ModelConfig(n_layer=1, d_model=32, n_head=2, context=64)
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    """Unpinned ``auto`` on a CPU-only machine (a visible GPU resolves ``auto`` without measuring), a
+    """Unpinned ``auto`` on a quiet CPU-only machine (a visible GPU resolves ``auto`` without measuring), a
     private cache, and a fake measurement: ``fake.ratio`` is what it reports, ``fake.calls`` the
     workloads it was asked to measure."""
     monkeypatch.delenv(precision.ENV_PIN, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a quiet machine (the notes say when not)
 
     class Fake:
         ratio = 2.0
@@ -45,7 +47,7 @@ def fake(monkeypatch, tmp_path):
 
     f = Fake()
     f.calls = []
-    monkeypatch.setattr(precision, "measure", f)
+    monkeypatch.setattr(bf16_probe, "measure", f)
     return f
 
 
@@ -89,22 +91,29 @@ def test_cpu_info_reads_the_first_processor_and_falls_back(tmp_path):
 # ----------------------------------------------------------------------------- resolution
 def test_auto_resolves_by_the_measurement(fake):
     fake.ratio = 2.9
-    p = precision.resolve_dtype("auto", "cpu", precision.tiny_spec(SMALL))
+    p = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(SMALL))
     assert p.dtype == "bfloat16" and p.requested == "auto"
-    assert p.line().startswith("precision: bfloat16 (bf16 autocast 2.90x faster than fp32 at this model's shapes")
-    assert "cached " + str(cache_root() / "machine") in p.line()
+    assert p.line() == ("precision: bfloat16 (bfloat16 measured 2.90x as fast as float32 on this CPU; "
+                        "set model.dtype to choose)")
+    assert p.reason.startswith("bf16 autocast 2.90x faster than fp32 at this model's shapes (train 2.90x, "
+                               "decode 2.90x;")
+    assert "cached " + str(cache_root() / "machine") in p.reason and "cached" not in p.line()  # the numbers: reason
     fake.ratio = 0.03
     other = ModelConfig(n_layer=1, d_model=64, n_head=2)  # another shape: measured on its own
-    q = precision.resolve_dtype("auto", "cpu", precision.tiny_spec(other))
-    assert q.dtype == "float32" and "bf16 autocast 0.03x the speed of fp32" in q.line()
+    q = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(other))
+    assert q.dtype == "float32" and "bf16 autocast 0.03x the speed of fp32" in q.reason
+    assert q.line() == ("precision: float32 (bfloat16 measured 0.03x as fast as float32 on this CPU; "
+                        "set model.dtype to choose)")
     fake.ratio = 1.05  # faster, but under the margin
     third = ModelConfig(n_layer=1, d_model=96, n_head=2)
-    assert precision.resolve_dtype("auto", "cpu", precision.tiny_spec(third)).dtype == "float32"
+    r = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(third))
+    assert r.dtype == "float32" and r.line() == ("precision: float32 (bfloat16 measured 1.05x as fast as float32 "
+                                                 "on this CPU, under the 1.1x it needs; set model.dtype to choose)")
     assert len(fake.calls) == 3
 
 
 def test_measurement_is_cached_once_and_reused(fake):
-    spec = precision.tiny_spec(SMALL)
+    spec = bf16_probe.tiny_spec(SMALL)
     a = precision.resolve_dtype("auto", "cpu", spec)
     files = list((cache_root() / "machine").glob("bf16-*.json"))
     assert len(files) == 1 and len(fake.calls) == 1
@@ -124,8 +133,8 @@ def test_measurement_is_cached_once_and_reused(fake):
 
 @pytest.mark.parametrize("garbage", ["{not json", '{"ratio": "fast"}', '{"ratio": -1, "key": {}}', "[]"])
 def test_a_corrupt_cache_file_is_measured_again(fake, garbage):
-    spec = precision.tiny_spec(SMALL)
-    path = precision.cache_path(precision.cache_key(spec))
+    spec = bf16_probe.tiny_spec(SMALL)
+    path = bf16_probe.cache_path(bf16_probe.cache_key(spec))
     path.parent.mkdir(parents=True)
     path.write_text(garbage)
     with pytest.warns(RuntimeWarning, match="unreadable precision measurement"):
@@ -141,6 +150,8 @@ def test_cuda_picks_by_bf16_support_without_measuring(fake, monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, s=supported, **k: s)
         p = precision.resolve_dtype("auto", torch.device("cuda"), lambda: pytest.fail("no shapes on CUDA"))
         assert p.dtype == want and "Fake GPU" in p.reason
+        assert p.line() == f"precision: {want} (the Fake GPU {'supports' if supported else 'has no'} bfloat16" + (
+            "" if supported else " support") + "; set model.dtype to choose)"
     assert fake.calls == []
     hf = ModelConfig(kind="hf", path="/nowhere")  # HF models resolve the same way
     assert precision.resolve_dtype(hf.dtype, "cuda", lambda: precision.config_spec(hf)).dtype == "float32"
@@ -151,12 +162,17 @@ def test_explicit_dtypes_pins_and_unknown_shapes(fake, monkeypatch):
         p = precision.resolve_dtype(d, "cpu", lambda: pytest.fail("not measured"))
         assert p.dtype == d and p.line() == f"precision: {d} (model.dtype={d} in the config)"
     monkeypatch.setenv(precision.ENV_PIN, "bfloat16")
-    assert precision.resolve_dtype("auto", "cpu", None).dtype == "bfloat16"
+    pinned = precision.resolve_dtype("auto", "cpu", None)
+    assert pinned.dtype == "bfloat16"
+    assert pinned.line() == ("precision: bfloat16 (model.dtype=auto, pinned by RLVR_AUTO_DTYPE=bfloat16 in the "
+                             "environment)")
     monkeypatch.setenv(precision.ENV_PIN, "fp16")
     with pytest.raises(Exception, match="RLVR_AUTO_DTYPE"):
         precision.resolve_dtype("auto", "cpu", None)
     monkeypatch.delenv(precision.ENV_PIN)
-    assert precision.resolve_dtype("auto", "cpu", lambda: None).dtype == "float32"  # shapes unknown
+    unknown = precision.resolve_dtype("auto", "cpu", lambda: None)
+    assert unknown.dtype == "float32" and unknown.line() == (
+        "precision: float32 (the model's shapes are unknown, so bfloat16 was not measured; set model.dtype to choose)")
     assert precision.resolve_dtype("auto", "meta", None).dtype == "float32"
     assert fake.calls == []
     with pytest.raises(Exception, match="model.dtype"):
@@ -168,46 +184,54 @@ def test_specs_match_the_models():
     m = TinyGPT(ModelConfig(n_layer=3, d_model=48, n_head=2, mlp="gelu", dtype="float32"), 50)
     spec = precision.model_spec(m)
     assert spec == {"kind": "tiny", "d_model": 48, "n_head": 2, "mlp": "gelu", "context": 96, "fp32_logits": True}
-    assert spec == precision.tiny_spec(m.cfg.with_dtype("auto"))  # neither the dtype nor the depth is in it
-    spec = precision.hf_spec({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+    assert spec == bf16_probe.tiny_spec(m.cfg.with_dtype("auto"))  # neither the dtype nor the depth is in it
+    spec = bf16_probe.hf_spec({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
                               "intermediate_size": 256})
     assert spec == {"kind": "linear", "shapes": [[64, 64], [64, 32], [64, 32], [64, 64], [64, 256], [64, 256],
                                                  [256, 64]]}
-    assert precision.hf_spec({"vocab_size": 10}) is None
+    assert bf16_probe.hf_spec({"vocab_size": 10}) is None
 
 
 def test_real_measurement_is_fast_and_well_formed(monkeypatch):
-    monkeypatch.setattr(precision, "BUDGET_S", 0.3)
+    monkeypatch.setattr(bf16_probe, "BUDGET_S", 0.3)
     t0 = time.perf_counter()
-    m = precision.measure(precision.tiny_spec(SMALL))
+    m = bf16_probe.measure(bf16_probe.tiny_spec(SMALL))
     assert time.perf_counter() - t0 < 6  # < 2 s on a quiet machine; the margin is for a busy one
     assert {"ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s", "repeats", "train_tokens"} <= set(m)
     assert all(m[k] > 0 for k in ("ratio", "train_ratio", "decode_ratio", "fp32_s", "bf16_s"))
     # the tiny workload is the default RL step's: 8 prompts x 8 samples, prompt + completion under a key mask
-    T = precision.RL_PROMPT_TOKENS + precision.RL_NEW_TOKENS
-    assert m["decode_rows"] == precision.RL_ROWS and m["decode_steps"] == precision.RL_NEW_TOKENS
-    assert precision.RL_ROWS * (T - precision.RL_PROMPT_TOKENS // 3) <= m["train_tokens"] < precision.RL_ROWS * T
+    T = bf16_probe.RL_PROMPT_TOKENS + bf16_probe.RL_NEW_TOKENS
+    assert m["decode_rows"] == bf16_probe.RL_ROWS and m["decode_steps"] == bf16_probe.RL_NEW_TOKENS
+    assert bf16_probe.RL_ROWS * (T - bf16_probe.RL_PROMPT_TOKENS // 3) <= m["train_tokens"] < bf16_probe.RL_ROWS * T
     state = torch.get_rng_state()
-    precision.measure(precision.hf_spec({"hidden_size": 32, "num_attention_heads": 2}))
+    bf16_probe.measure(bf16_probe.hf_spec({"hidden_size": 32, "num_attention_heads": 2}))
     assert torch.equal(torch.get_rng_state(), state)  # the global RNG is untouched
 
 
 def test_a_wide_tiny_model_is_measured_on_fewer_rows():
     g = torch.Generator().manual_seed(0)
-    wide = precision.tiny_spec(ModelConfig(n_layer=1, d_model=256, n_head=4))
-    _, sizes = precision._tiny_run(wide, g, 1.0)
-    assert 8 <= sizes["decode_rows"] < precision.RL_ROWS and sizes["decode_rows"] % 8 == 0  # 8 prompts kept
-    _, small = precision._tiny_run(precision.tiny_spec(SMALL), g, 1.0)
-    assert small["decode_rows"] == precision.RL_ROWS
+    wide = bf16_probe.tiny_spec(ModelConfig(n_layer=1, d_model=256, n_head=4))
+    _, sizes = bf16_probe._tiny_run(wide, g, 1.0)
+    assert 8 <= sizes["decode_rows"] < bf16_probe.RL_ROWS and sizes["decode_rows"] % 8 == 0  # 8 prompts kept
+    _, small = bf16_probe._tiny_run(bf16_probe.tiny_spec(SMALL), g, 1.0)
+    assert small["decode_rows"] == bf16_probe.RL_ROWS
 
 
 def test_busy_machine_is_named_in_the_choice():
     key = {"threads": 1}
-    assert precision._busy({"load": 2.3, "cores": 2, "key": key}) == (
+    assert bf16_probe.busy_note({"load": 2.3, "cores": 2, "key": key}) == (
         " on a busy machine (load 2.3, 2 cores: the ratio may be off)")
-    assert precision._busy({"load": 0.4, "cores": 2, "key": key}) == ""
-    assert precision._busy({"load": 3.0, "cores": 16, "key": {"threads": 8}}) == ""
-    assert precision._busy({}) == ""  # a measurement cached before the load was recorded
+    assert bf16_probe.busy_note({"load": 0.4, "cores": 2, "key": key}) == ""
+    assert bf16_probe.busy_note({"load": 3.0, "cores": 16, "key": {"threads": 8}}) == ""
+    assert bf16_probe.busy_note({}) == ""  # a measurement cached before the load was recorded
+
+
+def test_the_printed_line_says_when_the_cpu_was_busy(fake, monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 0.0, 0.0))  # recorded with the measurement
+    p = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(SMALL))
+    assert p.line() == ("precision: bfloat16 (bfloat16 measured 2.00x as fast as float32 on this CPU, which was "
+                        "busy then; set model.dtype to choose)")
+    assert "on a busy machine (load 64.0" in p.reason
 
 
 # ----------------------------------------------------------------------------- where it is used
@@ -217,7 +241,7 @@ def test_run_config_and_policy_get_the_resolved_dtype(fake, tmp_path):
     assert cfg.model.dtype == "auto"
     resolved, p = resolve_precision(cfg)
     assert resolved.model.dtype == p.dtype == "bfloat16" and cfg.model.dtype == "auto"
-    assert fake.calls == [precision.tiny_spec(SMALL)]  # init_from's own shapes
+    assert fake.calls == [bf16_probe.tiny_spec(SMALL)]  # init_from's own shapes
     model, _ = build_policy(resolved, "none")
     assert model.cfg.dtype == "bfloat16"  # the run's dtype, not the checkpoint's float32
     model, _ = build_policy(cfg, "none")  # still auto: resolved there, from the cache
@@ -256,7 +280,9 @@ def test_a_run_saves_the_resolved_dtype_and_its_machine(fake, tmp_path, capsys):
     machine = json.loads((run / "machine.json").read_text())
     assert machine["precision"] == "float32" and set(machine) >= {"cpu", "flags", "torch_threads"}
     assert json.loads((run / "train_summary.json").read_text())["machine"] == machine
-    assert "precision: float32 (bf16 autocast 0.50x the speed of fp32" in capsys.readouterr().err
+    line = "precision: float32 (bfloat16 measured 0.50x as fast as float32 on this CPU; set model.dtype to choose)"
+    assert line in capsys.readouterr().err.splitlines()  # one line in plain words; the numbers in machine.json
+    assert machine["precision_reason"].startswith("bf16 autocast 0.50x the speed of fp32 at this model's shapes (train")
     step = sorted((run / "checkpoints").iterdir())[-1]
     assert json.loads((step / "model_config.json").read_text())["dtype"] == "float32"
 

@@ -8,7 +8,7 @@ import torch
 
 from rlvr.experiments.runner import BF16_ARM_MIN_RATIO, part_cells, slow_bf16
 from rlvr.experiments.spec import load
-from rlvr.model import precision
+from rlvr.model import bf16_probe
 from rlvr.model.precision import ENV_PIN
 
 
@@ -32,7 +32,7 @@ def test_the_measured_ratio_decides(monkeypatch, tmp_path, ratio, refused):
     monkeypatch.delenv(ENV_PIN, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(precision, "measure", lambda spec: {"ratio": ratio, "train_ratio": ratio,
+    monkeypatch.setattr(bf16_probe, "measure", lambda spec: {"ratio": ratio, "train_ratio": ratio,
                                                            "decode_ratio": ratio, "repeats": 3})
     exp = load("scalerl")
     cells, _ = part_cells(exp, 3, (28,))

@@ -35,7 +35,6 @@ from pathlib import Path
 import torch
 from gpu_vllm_check import _timed, _to, run_hf_generate, run_native  # this directory: the vLLM-only run's helpers
 
-from rlvr.train.tiny_hf import build_tiny_hf
 from rlvr.model.logprobs import score
 from rlvr.rollout.sample import SampleParams
 from rlvr.rollout.vllm import VLLMEngine, sample
@@ -54,6 +53,7 @@ from rlvr.train.device_checks import (
     hf_policy_on,
     verdict,
 )
+from rlvr.train.tiny_hf import build_tiny_hf
 
 GROUPS = ("step", "logp", "sync", "train", "speed")
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.train.tiny_hf import build_tiny_hf
 from rlvr.train.device_checks import (
     FAIL,
     PASS,
@@ -24,6 +23,7 @@ from rlvr.train.device_checks import (
     diff_stats,
     format_table,
 )
+from rlvr.train.tiny_hf import build_tiny_hf
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "checks" / "gpu_check.py"
 

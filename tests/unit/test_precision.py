@@ -97,7 +97,8 @@ def test_auto_resolves_by_the_measurement(fake):
                         "set model.dtype to choose)")
     assert p.reason.startswith("bf16 autocast 2.90x faster than fp32 at this model's shapes (train 2.90x, "
                                "decode 2.90x;")
-    assert "cached " + str(cache_root() / "machine") in p.reason and "cached" not in p.line()  # the numbers: reason
+    assert "cached as bf16-" in p.reason and str(cache_root()) not in p.reason  # file name only (published)
+    assert "cached" not in p.line()  # the numbers: reason
     fake.ratio = 0.03
     other = ModelConfig(n_layer=1, d_model=64, n_head=2)  # another shape: measured on its own
     q = precision.resolve_dtype("auto", "cpu", bf16_probe.tiny_spec(other))

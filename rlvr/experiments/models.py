@@ -10,7 +10,8 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
 - ``sft`` / ``sft_gold``: SFT from ``base`` on one / all gold traces of the training problems
   (``excursions.steps`` steps at ``excursions.sft_lr``), keeping ``milestones`` evenly spaced
   checkpoints (``models/<name>/milestones/step_XXXXXX``);
-- ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems;
+- ``distill``: SFT from ``base`` on the teacher's verified-right samples of the training problems (the
+  declared teacher model, else the checkpoint ``excursions.teacher`` names);
 - ``sft_then_rl`` / ``parallel`` / ``rl_steps``: the excursion pipelines
   (:func:`rlvr.train.excursions.run_pipeline`): half the budget of SFT then half of RL,
   ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps.
@@ -50,10 +51,11 @@ def model_id(name: str, seed: int | None) -> str:
 
 def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfig:
     """The resolved config of one model: float32, the experiment's config, its overrides, the
-    model's, the seed. An experiment runs in float32 unless it (or a model) sets ``model.dtype``:
-    "auto" would pick bf16 on a machine where it is fast, so the same cell key would mean other
-    numerics on another machine."""
-    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, f"train.seed={seed or 0}"])
+    model's, the seed (a seeded model's; an unseeded model keeps the config's ``train.seed``). An
+    experiment runs in float32 unless it (or a model) sets ``model.dtype``: "auto" would pick bf16 on a
+    machine where it is fast, so the same cell key would mean other numerics on another machine."""
+    seeded = [] if seed is None else [f"train.seed={seed}"]
+    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, *seeded])
     if cfg.model.dtype == "auto":
         cfg = dataclasses.replace(cfg, model=cfg.model.with_dtype("float32"))
     return cfg
@@ -182,6 +184,7 @@ def _pipeline(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path
 
     try:
         pipeline = "rl" if spec.kind == "rl_steps" else spec.kind
+        teacher = teacher or cfg.excursions.teacher  # no declared teacher: the config's checkpoint
         budget = run_pipeline(cfg, pipeline, model, tok, get_task(cfg), log, Path(teacher) if teacher else None,
                               keep)
     finally:

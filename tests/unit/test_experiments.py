@@ -246,3 +246,17 @@ def test_a_model_whose_teacher_failed_says_so():
         _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"}})
     assert _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"},
                                                       "teacher": {"path": "t", "key": "kt"}}) == ("b", "t", "kb", "kt")
+
+
+def test_an_unseeded_model_keeps_the_configs_seed_and_a_distill_model_may_take_the_configs_teacher():
+    """What `rlvr excursions` needs of the framework: its grid runs at the config's train.seed, and
+    excursions.teacher (a checkpoint) teaches distill where no teacher model is declared."""
+    from rlvr.config import ConfigError
+    from rlvr.experiments.models import model_config
+
+    exp = dataclasses.replace(spec.load("boundary"), overrides=("train.seed=5",))
+    assert model_config(exp, exp.models["base"], None).train.seed == 5
+    assert model_config(exp, exp.models["rl"], 1).train.seed == 1  # a seeded model: its seed
+    assert spec.ModelSpec(name="d", kind="distill").teacher == ""
+    with pytest.raises(ConfigError, match="only a distill model has a teacher"):
+        spec.ModelSpec(name="r", kind="rl", teacher="t")

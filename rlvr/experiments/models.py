@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import RunConfig, config_hash, load_config
+from rlvr.config import EXCURSION_PIPELINES, RunConfig, config_hash, load_config, to_dict
 from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
@@ -61,10 +61,28 @@ def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfi
     return cfg
 
 
+HISTORICAL_GRID = {"milestones": [0.25, 0.5, 1.0], "pipelines": list(EXCURSION_PIPELINES), "eval_problems": 64,
+                   "eval_samples": 32, "eval_temperature": 0.6, "retention_problems": 128,
+                   "out_dir": "runs/excursions"}
+"""The grid of ``rlvr excursions`` as RunConfig's ``excursions`` section held it until it left (issue 46):
+its defaults; the built-in ``excursions`` config set ``eval_problems: 48``."""
+
+
+def keyed_config(cfg: RunConfig) -> dict:
+    """What a model's key hashes of its config: the config, its ``excursions`` section carrying the grid
+    fields at their historical values (:data:`HISTORICAL_GRID`; 48 problems under the built-in
+    ``excursions`` config's name). Compatibility rule: those fields left RunConfig and no model reads
+    them, but keys hashed them, so every cached and published model keeps its key."""
+    legacy = {**HISTORICAL_GRID, **({"eval_problems": 48} if cfg.name == "excursions" else {})}
+    d = to_dict(cfg)
+    d["excursions"] = {**d["excursions"], **legacy}
+    return d
+
+
 def _key(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str) -> str:
     """``start`` / ``teacher``: what the model is built from, named by those models' keys (never by
     their paths, so a record moved to another cache or machine still matches)."""
-    blob = json.dumps({"cfg": config_hash(cfg), "kind": spec.kind, "milestones": spec.milestones,
+    blob = json.dumps({"cfg": config_hash(keyed_config(cfg)), "kind": spec.kind, "milestones": spec.milestones,
                        "start": start, "teacher": teacher}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import EXCURSION_PIPELINES, RunConfig, config_hash, load_config, to_dict
+from rlvr.config import RunConfig, config_hash, load_config, to_dict
 from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
@@ -61,11 +61,12 @@ def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfi
     return cfg
 
 
-HISTORICAL_GRID = {"milestones": [0.25, 0.5, 1.0], "pipelines": list(EXCURSION_PIPELINES), "eval_problems": 64,
-                   "eval_samples": 32, "eval_temperature": 0.6, "retention_problems": 128,
+HISTORICAL_GRID = {"milestones": [0.25, 0.5, 1.0], "pipelines": ["rl", "sft", "sft_gold", "sft_then_rl", "parallel",
+                                                                  "distill"],
+                   "eval_problems": 64, "eval_samples": 32, "eval_temperature": 0.6, "retention_problems": 128,
                    "out_dir": "runs/excursions"}
 """The grid of ``rlvr excursions`` as RunConfig's ``excursions`` section held it until it left (issue 46):
-its defaults; the built-in ``excursions`` config set ``eval_problems: 48``."""
+its defaults; the built-in ``excursions`` config set ``eval_problems: 48``. Frozen: never edit it."""
 
 
 def keyed_config(cfg: RunConfig) -> dict:

@@ -1,5 +1,6 @@
 """``rlvr excursions``: pretraining checkpoints x post-training pipelines (RL, SFT, SFT-Gold,
-SFT->RL, parallel averaging, distillation) on equal budgets; a table and one plot per metric."""
+SFT->RL, parallel averaging, distillation) on equal budgets; a table and one plot per metric. A front
+end over the experiment framework (:mod:`rlvr.experiments.excursions_grid`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ EPILOG = """examples:
   rlvr excursions excursions excursions.steps=8 excursions.milestones=[0.5,1.0]
   rlvr excursions excursions excursions.pipelines=[rl,parallel] excursions.out_dir=runs/exc2
   rlvr excursions excursions excursions.teacher=runs/my_rl/checkpoints/step_000060
-Running it again reuses every finished cell (a cell folder with done.json for the same config).
-output: OUT/m<frac>/<pipeline>/{done.json,metrics.jsonl,model/}, OUT/table.md, OUT/table.json,
-        OUT/plots/<metric>.png   (OUT = excursions.out_dir)
+The excursions section holds how the pipelines train (steps sft_lr sft_batch_size sft_data
+parallel_weight teacher) and the grid (milestones pipelines eval_problems eval_samples
+eval_temperature retention_problems out_dir).
+Running it again reuses every finished cell (a model or an evaluation whose key matches).
+output: OUT/models/m<frac>_<pipeline>/{done.json,metrics.jsonl,model/}, OUT/evals/<protocol>/<model>/,
+        OUT/table.md, OUT/table.json, OUT/plots/<metric>.png   (OUT = excursions.out_dir)
 """
 
 
@@ -28,23 +32,25 @@ def run(args) -> int:
     import torch
 
     from rlvr.commands._common import load_checked, progress_mode, require_path, split_config_and_overrides
+    from rlvr.config import load_excursions
     from rlvr.console import print_table
     from rlvr.errors import UserError
-    from rlvr.train.excursions import run_grid, table_cells
+    from rlvr.experiments.excursions_grid import run_grid, table_cells
 
     if args.threads < 1:
         raise UserError(f"--threads {args.threads}: must be >= 1; e.g. --threads 1")
     torch.set_num_threads(args.threads)
     path, over = split_config_and_overrides(args)
     cfg = load_checked(path, over)
+    _, grid = load_excursions(path, over)  # the grid keys of its excursions section
     if cfg.excursions.teacher:
         require_path(cfg.excursions.teacher, "excursions.teacher:", "pass a checkpoint directory, or \"\" for "
                      "the rl pipeline's result", hub_ok=True)
     quiet = args.quiet
-    table = run_grid(cfg, progress_mode(args) or "plain", note=None if quiet else print)
+    table = run_grid(cfg, grid, path or "", over, progress_mode(args) or "plain", note=None if quiet else print)
     from pathlib import Path
 
-    out = Path(cfg.excursions.out_dir)
+    out = Path(grid.out_dir)
     if not args.no_plots:
         plot_table(table, out / "plots")
     if not quiet:
@@ -64,7 +70,7 @@ def plot_table(table: dict, plots_dir) -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlvr.train.excursions import metric_names
+    from rlvr.experiments.excursions_grid import metric_names
 
     rows = table["rows"]
     plots_dir.mkdir(parents=True, exist_ok=True)

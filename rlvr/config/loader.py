@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from rlvr.config.checks import ConfigError, check, join_key
+from rlvr.config.excursions import GRID_KEYS, ExcursionsConfig, ExcursionsGrid
 from rlvr.config.run import RunConfig
 
 SET_BY_CODE = {"declared": False}
@@ -206,7 +207,39 @@ def builtin_config_path(name: str) -> Path | None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Load a YAML file (or a built-in config name) with dotted overrides on top."""
+    """Load a YAML file (or a built-in config name) with dotted overrides on top. The grid keys of
+    ``rlvr excursions`` in the ``excursions:`` section are checked, then left out (:func:`load_excursions`)."""
+    return load_excursions(path, overrides)[0]
+
+
+def load_excursions(path: str | Path | None = None,
+                    overrides: list[str] | None = None) -> tuple[RunConfig, ExcursionsGrid]:
+    """(run config, grid of ``rlvr excursions``) of a YAML file (or a built-in config name) with dotted
+    overrides on top: the ``excursions:`` section's :data:`~rlvr.config.excursions.GRID_KEYS` make the
+    grid, the rest the run config."""
+    data = _read_config(path, overrides)
+    run, grid = _split_grid(data)
+    return from_dict(RunConfig, run), from_dict(ExcursionsGrid, grid, "excursions")
+
+
+def _split_grid(data: dict) -> tuple[dict, dict]:
+    """(run config mapping, grid mapping): the grid keys taken out of the ``excursions:`` section; a key
+    of neither kind fails with a did-you-mean over both."""
+    section = data.get("excursions")
+    if not isinstance(section, dict):
+        return data, {}
+    known = [f.name for f in dataclasses.fields(ExcursionsConfig)] + list(GRID_KEYS)
+    for key in section:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            raise ConfigError.at(f"excursions.{key}", f"unknown key; {hint}")
+    run = {k: v for k, v in section.items() if k not in GRID_KEYS}
+    return {**data, "excursions": run}, {k: v for k, v in section.items() if k in GRID_KEYS}
+
+
+def _read_config(path: str | Path | None, overrides: list[str] | None) -> dict:
+    """The mapping of a YAML file (or a built-in config name) with dotted overrides merged on top."""
     data: dict = {}
     if path:
         p = Path(path)
@@ -216,8 +249,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             shipped = sorted(x.stem for x in CONFIGS_DIR.glob("*.yaml"))
             raise ConfigError(f"{path}: no such config file; give a path or one of {', '.join(shipped)}")
         data = read_yaml(p) or {}
-    data = _merge(data, parse_overrides(overrides or []))
-    return from_dict(RunConfig, data)
+        check(isinstance(data, dict), "config", f"expected a mapping, got {type(data).__name__}")
+    return _merge(data, parse_overrides(overrides or []))
 
 
 # ---------------------------------------------------------------- dataclass -> dict, YAML, hash

@@ -1,7 +1,8 @@
 """General-ability retention: how well a model still does the non-target tasks it learnt in
 pretraining (``task.retention_tasks``), never trained on after it.
 
-One measure for every command (``rlvr run``, ``rlvr excursions``): the **greedy accuracy** on the
+One measure for every command (``rlvr run``; ``rlvr excursions`` and ``rlvr reproduce`` sample it greedily
+through the experiment framework, :mod:`rlvr.experiments.evaluate`): the **greedy accuracy** on the
 first N held-out problems of each retention task, with a 95% bootstrap interval over problems, and
 the per-token perplexity of the gold answers (which moves even where accuracy does not). A
 retention task is built with the knobs the pretraining corpus used for it (``pretrain.task_knobs``),

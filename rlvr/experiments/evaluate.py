@@ -6,7 +6,9 @@ Per-problem statistics (P entries each, problem order of the task's held-out spl
 ``correct`` (c_p of n), ``token_entropy`` (token-weighted mean next-token entropy, nats),
 ``answer_entropy`` (Shannon entropy of the final answers, nats, unparsed answers one category),
 ``logppl_base`` / ``logppl_base_correct`` (mean per-token log-perplexity under the base model of
-the first ``perplexity`` samples / of the correct ones among them; None where there are none).
+the first ``perplexity`` samples / of the correct ones among them; None where there are none),
+``gold_nll`` (mean per-token negative log-likelihood, nats, of the problem's first gold solution under
+the model; only where asked).
 """
 
 from __future__ import annotations
@@ -82,6 +84,15 @@ def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem
             "logppl_base_correct": [mean([v for v, ok in by.get(p, []) if ok]) for p in problem_ids]}
 
 
+def gold_nll(model_dir: str | Path, cfg: RunConfig, problems: list) -> list[float]:
+    """Per problem, the mean per-token negative log-likelihood (nats, EOS excluded) of its first gold
+    solution (its answer where it has none) given its prompt, under the model."""
+    model, tok = load_policy(model_dir, device=cfg.train.device)
+    golds = [p.solutions[0] if p.solutions else p.answer for p in problems]
+    with torch.no_grad():
+        return [-x for x in mean_logp_under(model, tok, [p.prompt for p in problems], golds)]
+
+
 def eval_cached(out: Path, key: str) -> bool:
     """Whether :func:`evaluate_model` would only read this cell's statistics back."""
     return (out / "stats.json").exists() and (out / "key").exists() and (out / "key").read_text() == key
@@ -89,8 +100,10 @@ def eval_cached(out: Path, key: str) -> bool:
 
 def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, task, n_problems: int, n: int,
                    temperature: float, top_p: float, perplexity: int, seed: int, out: Path, key: str = "",
-                   on_chunk: Callable[[int, int], None] | None = None, offset: int = 0) -> dict:
-    """Sample (resumably), reduce, score under the base; writes ``out/stats.json`` -> the stats.
+                   on_chunk: Callable[[int, int], None] | None = None, offset: int = 0,
+                   with_gold_nll: bool = False) -> dict:
+    """Sample (resumably), reduce, score under the base (and the gold solutions under the model where
+    ``with_gold_nll``); writes ``out/stats.json`` -> the stats.
     ``key`` names what decides the cell (the model's own key, the protocol): a folder holding
     another key's samples or statistics is cleared first."""
     done = out / "stats.json"
@@ -106,6 +119,8 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
     stats = per_problem_stats(rows, ids)
     if perplexity:
         stats.update(logppl_under(base_dir, cfg, rows, ids, perplexity))
+    if with_gold_nll:
+        stats["gold_nll"] = gold_nll(model_dir, cfg, problems)
     stats.update(temperature=temperature, top_p=top_p, model=str(model_dir))
     atomic_write(done, json.dumps(stats))
     return stats

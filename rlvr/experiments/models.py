@@ -10,7 +10,8 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
 - ``sft`` / ``sft_gold``: SFT from ``base`` on one / all gold traces of the training problems
   (``excursions.steps`` steps at ``excursions.sft_lr``), keeping ``milestones`` evenly spaced
   checkpoints (``models/<name>/milestones/step_XXXXXX``);
-- ``distill``: SFT from ``base`` on the teacher model's verified-right samples of the training problems;
+- ``distill``: SFT from ``base`` on the teacher's verified-right samples of the training problems (the
+  declared teacher model, else the checkpoint ``excursions.teacher`` names);
 - ``sft_then_rl`` / ``parallel`` / ``rl_steps``: the excursion pipelines
   (:func:`rlvr.train.excursions.run_pipeline`): half the budget of SFT then half of RL,
   ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps.
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import RunConfig, config_hash, load_config
+from rlvr.config import RunConfig, config_hash, load_config, to_dict
 from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
@@ -50,19 +51,39 @@ def model_id(name: str, seed: int | None) -> str:
 
 def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfig:
     """The resolved config of one model: float32, the experiment's config, its overrides, the
-    model's, the seed. An experiment runs in float32 unless it (or a model) sets ``model.dtype``:
-    "auto" would pick bf16 on a machine where it is fast, so the same cell key would mean other
-    numerics on another machine."""
-    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, f"train.seed={seed or 0}"])
+    model's, the seed (a seeded model's; an unseeded model keeps the config's ``train.seed``). An
+    experiment runs in float32 unless it (or a model) sets ``model.dtype``: "auto" would pick bf16 on a
+    machine where it is fast, so the same cell key would mean other numerics on another machine."""
+    seeded = [] if seed is None else [f"train.seed={seed}"]
+    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, *seeded])
     if cfg.model.dtype == "auto":
         cfg = dataclasses.replace(cfg, model=cfg.model.with_dtype("float32"))
     return cfg
 
 
+HISTORICAL_GRID = {"milestones": [0.25, 0.5, 1.0], "pipelines": ["rl", "sft", "sft_gold", "sft_then_rl", "parallel",
+                                                                  "distill"],
+                   "eval_problems": 64, "eval_samples": 32, "eval_temperature": 0.6, "retention_problems": 128,
+                   "out_dir": "runs/excursions"}
+"""The grid of ``rlvr excursions`` as RunConfig's ``excursions`` section held it until it left (issue 46):
+its defaults; the built-in ``excursions`` config set ``eval_problems: 48``. Frozen: never edit it."""
+
+
+def keyed_config(cfg: RunConfig) -> dict:
+    """What a model's key hashes of its config: the config, its ``excursions`` section carrying the grid
+    fields at their historical values (:data:`HISTORICAL_GRID`; 48 problems under the built-in
+    ``excursions`` config's name). Compatibility rule: those fields left RunConfig and no model reads
+    them, but keys hashed them, so every cached and published model keeps its key."""
+    legacy = {**HISTORICAL_GRID, **({"eval_problems": 48} if cfg.name == "excursions" else {})}
+    d = to_dict(cfg)
+    d["excursions"] = {**d["excursions"], **legacy}
+    return d
+
+
 def _key(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str) -> str:
     """``start`` / ``teacher``: what the model is built from, named by those models' keys (never by
     their paths, so a record moved to another cache or machine still matches)."""
-    blob = json.dumps({"cfg": config_hash(cfg), "kind": spec.kind, "milestones": spec.milestones,
+    blob = json.dumps({"cfg": config_hash(keyed_config(cfg)), "kind": spec.kind, "milestones": spec.milestones,
                        "start": start, "teacher": teacher}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -182,6 +203,7 @@ def _pipeline(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str, d: Path
 
     try:
         pipeline = "rl" if spec.kind == "rl_steps" else spec.kind
+        teacher = teacher or cfg.excursions.teacher  # no declared teacher: the config's checkpoint
         budget = run_pipeline(cfg, pipeline, model, tok, get_task(cfg), log, Path(teacher) if teacher else None,
                               keep)
     finally:

@@ -64,7 +64,7 @@ def protocol_name(ev: EvalSpec) -> str:
         return f"weights-k{ev.k:g}-{name}"
     if ev.kind == "dynamics":
         return "dynamics"
-    return name + (f"-ppl{ev.perplexity}" if ev.perplexity else "")
+    return name + (f"-ppl{ev.perplexity}" if ev.perplexity else "") + ("-nll" if ev.gold_nll else "")
 
 
 def eval_dir(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> Path:
@@ -329,7 +329,7 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
                                 SAMPLING_SEED, d, key)
     task = retention_task(cfg, ev.task) if ev.task else get_task(cfg)
     return evaluate_model(path, built["base"]["path"], cfg, task, ev.problems, ev.n, ev.temperature,
-                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk, ev.offset)
+                          ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk, ev.offset, ev.gold_nll)
 
 
 def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> dict:

@@ -88,7 +88,8 @@ class ModelSpec:
     overrides: tuple[str, ...] = ()
     """Config overrides of this model, after the experiment's."""
     teacher: str = ""
-    """A distill model's teacher: a model declared before it (only a distill model has one)."""
+    """A distill model's teacher: a model declared before it (only a distill model has one); "" = the
+    checkpoint its config's ``excursions.teacher`` names."""
     milestones: int = 0
     """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
     evaluations with milestones and weights evaluations (the final model is not counted)."""
@@ -104,8 +105,7 @@ class ModelSpec:
     def __post_init__(self):
         check_ranges(self, self.RANGES)
         check(self.kind in KINDS, "kind", f"unknown {self.kind!r}; use one of {', '.join(KINDS)}")
-        check((self.kind == "distill") == bool(self.teacher), "",
-              "a distill model needs a teacher (and only it has one)")
+        check(self.kind == "distill" or not self.teacher, "teacher", "only a distill model has a teacher")
         check(self.kind != "base" or not self.seeded, "", "a base model is pretrained once; it cannot be seeded")
         check(self.kind != "base" or self.base == "base", "base",
               "a base model takes no base (give it overrides or a start)")
@@ -145,6 +145,9 @@ class EvalSpec:
     offset: int = 0
     """``samples``: skip the first ``offset`` held-out problems (a validation block for tuning,
     disjoint from the evaluations that start at 0)."""
+    gold_nll: bool = False
+    """``samples``: also score each problem's first gold solution under the model (``gold_nll``: its
+    mean per-token negative log-likelihood, nats; it moves where accuracy does not)."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "temperature": NON_NEGATIVE, "top_p": FRACTION, "n": at_least(1), "problems": at_least(1),
@@ -158,8 +161,9 @@ class EvalSpec:
               f"{self.k} is neither a fraction in (0, 1] nor an integer")
         check(not self.task or self.task in list_tasks(), "task",
               f"unknown task {self.task!r}; use one of {', '.join(list_tasks())}")
-        check(self.kind == "samples" or not (self.perplexity or self.milestones or self.task or self.offset), "",
-              f"a {self.kind} evaluation takes no perplexity, milestones, task or offset")
+        check(self.kind == "samples" or not (self.perplexity or self.milestones or self.task or self.offset
+                                             or self.gold_nll), "",
+              f"a {self.kind} evaluation takes no perplexity, milestones, task, offset or gold_nll")
 
     @property
     def directions(self) -> int | float:
@@ -172,7 +176,7 @@ class EvalSpec:
         evaluation reads the same runs)."""
         if self.kind == "dynamics" or other.kind == "dynamics":
             return self.kind == other.kind
-        keys = ("kind", "temperature", "top_p", "n", "problems", "perplexity", "k", "task", "offset")
+        keys = ("kind", "temperature", "top_p", "n", "problems", "perplexity", "k", "task", "offset", "gold_nll")
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
 

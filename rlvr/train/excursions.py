@@ -1,5 +1,6 @@
-"""RL excursions during pretraining (docs/methods/excursions.md): a grid of pretraining checkpoints x
-post-training pipelines, each cell trained on the same budget and evaluated the same way.
+"""The excursions pipelines (docs/methods/excursions.md): how a model trains from a pretraining
+checkpoint on one budget. ``rlvr excursions`` runs them as a grid (:mod:`rlvr.experiments.excursions_grid`)
+and ``rlvr reproduce`` as model kinds (:mod:`rlvr.experiments.models`).
 
 Pipelines (from a checkpoint M_t; S = ``excursions.steps`` optimiser steps, R = P*G rows):
 
@@ -10,54 +11,21 @@ Pipelines (from a checkpoint M_t; S = ``excursions.steps`` optimiser steps, R = 
     parallel     S averaged updates theta += w d_RL + (1-w) d_SFT (own AdamWs)   S*R + S*R
     distill      the teacher samples S*R completions (G per train problem); the verified-right
                  ones are the SFT data of S student steps                        S*R teacher samples
-
-The teacher (``excursions.teacher``) defaults to the ``rl`` cell of the last milestone (an
-RL-trained final-pretraining model). Every cell is evaluated on held-out target problems
-(pass@1/8/32 from ``eval_samples`` samples at ``eval_temperature``) and on the retention tasks
-(greedy accuracy: general ability). A cell directory with ``done.json`` is reused.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
-from rlvr.config import EXCURSION_PIPELINES, RunConfig, config_hash, dump_yaml, to_dict
+from rlvr.config import EXCURSION_PIPELINES, RunConfig
 from rlvr.errors import UserError
-from rlvr.eval.generate import samples_for
-from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
-from rlvr.eval.retention import retention_eval, retention_task
 from rlvr.log import MetricsLog
-from rlvr.model.io import load_policy_as, save_policy
-from rlvr.paths import atomic_write
+from rlvr.model.io import load_policy_as
 from rlvr.train.averaging import parallel_step
-from rlvr.train.pretrain import base_model
-from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
-from rlvr.train.state import build_state, get_task, resolve_precision
+from rlvr.train.sft import batches, distill_pairs, sft_optimizer, sft_pairs, sft_update
+from rlvr.train.state import build_state
 from rlvr.train.step import rl_step
-
-KS = (1, 8, 32)
-Note = Callable[[str], None]
-
-
-# ----------------------------------------------------------------------------- inputs
-def milestone_dirs(cfg: RunConfig, progress: str = "none") -> dict[float, Path]:
-    """{fraction: checkpoint dir} of the cached pretraining run (pretrains on first use)."""
-    have = {round(m, 2) for m in cfg.pretrain.milestones} | {1.0}
-    missing = [m for m in cfg.excursions.milestones if round(m, 2) not in have]
-    if missing:
-        raise UserError(f"excursions.milestones {missing} are not pretraining milestones {sorted(have)}; "
-                        "add them to pretrain.milestones (this re-pretrains) or pick from that list")
-    root = base_model(cfg.model, cfg.pretrain, progress).parent
-    total = json.loads((root / "pretrain.json").read_text())["steps"]
-    # pretraining names a milestone by its realised fraction round(m * total) / total
-    return {m: root / f"milestone_{max(1, round(m * total)) / total:.2f}" for m in cfg.excursions.milestones}
 
 
 def sft_batch_size(cfg: RunConfig) -> int:
@@ -66,18 +34,6 @@ def sft_batch_size(cfg: RunConfig) -> int:
 
 def train_problems(cfg: RunConfig, task) -> list:
     return task.problems("train", cfg.task.train_size or None)
-
-
-def cell_key(cfg: RunConfig, pipeline: str, start: Path, teacher: Path | None) -> str:
-    """Hash of everything a cell's result depends on (not the grid's layout)."""
-    d = to_dict(cfg)
-    for k in ("name", "log", "pipeline"):
-        d.pop(k, None)
-    d["train"] = {"seed": cfg.train.seed}
-    layout = ("out_dir", "milestones", "pipelines")
-    d["excursions"] = {k: v for k, v in d["excursions"].items() if k not in layout}
-    return config_hash({"cfg": d, "pipeline": pipeline, "start": str(start),
-                        "teacher": str(teacher) if pipeline == "distill" else ""})
 
 
 # ----------------------------------------------------------------------------- phases
@@ -179,151 +135,3 @@ def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLo
     elif pipeline != "base":
         raise UserError(f"unknown pipeline {pipeline!r}; use base or one of {', '.join(EXCURSION_PIPELINES)}")
     return c.as_dict()
-
-
-# ----------------------------------------------------------------------------- evaluation
-def evaluate_policy(cfg: RunConfig, model, tok, task) -> dict:
-    """pass@k (k in KS, k <= eval_samples) on held-out target problems, mean response length, and
-    for each retention task the greedy accuracy and the per-token NLL of its gold answers."""
-    ex = cfg.excursions
-    problems = task.problems("heldout", ex.eval_problems)
-    sampling = dataclasses.replace(cfg.sampling, temperature=ex.eval_temperature, top_p=1.0, top_k=0)
-    rows = samples_for(model, tok, task, problems, ex.eval_samples, sampling, cfg.train.seed + 7)
-    n = ex.eval_samples
-    correct = [sum(r["correct"] for r in rows[i * n : (i + 1) * n]) for i in range(len(problems))]
-    ks = [k for k in KS if k <= n]
-    per = pass_at_k_matrix([n] * len(problems), correct, ks)  # (P, K)
-    lo, hi = bootstrap_ci(per, seed=cfg.train.seed)
-    out = {f"pass@{k}": float(v) for k, v in zip(ks, per.mean(0))}
-    out.update({f"pass@{k}_ci": [float(a), float(b)] for k, a, b in zip(ks, lo, hi)})
-    out["response_len"] = sum(r["num_tokens"] for r in rows) / max(1, len(rows))
-    for name in cfg.task.retention_tasks:
-        rt = retention_task(cfg, name)
-        rp = rt.problems("heldout", ex.retention_problems)
-        r = retention_eval(model, tok, rt, rp, cfg.train.seed)
-        out[f"retention_{name}"] = r["accuracy"]
-        out[f"retention_{name}_ci"] = r["ci"]
-        with torch.no_grad():  # likelihood of the gold answers: moves even where accuracy is 0
-            out[f"retention_{name}_nll"] = float(sft_loss(model, tok, [(p.prompt, p.solutions[0]) for p in rp]))
-    return out
-
-
-# ----------------------------------------------------------------------------- cells and grid
-def cell_dir(cfg: RunConfig, milestone: float, pipeline: str) -> Path:
-    return Path(cfg.excursions.out_dir) / f"m{milestone:.2f}" / pipeline
-
-
-def read_done(d: Path, key: str) -> dict | None:
-    """The stored result of a finished cell with this key, else None."""
-    f = d / "done.json"
-    if not f.exists():
-        return None
-    try:
-        res = json.loads(f.read_text())
-    except json.JSONDecodeError:
-        return None
-    return res if res.get("key") == key else None
-
-
-def run_cell(cfg: RunConfig, milestone: float, pipeline: str, start: Path, teacher: Path | None,
-             note: Note | None = None) -> dict:
-    """Train + evaluate one cell (or reuse its ``done.json``) -> its result row."""
-    d = cell_dir(cfg, milestone, pipeline)
-    key = cell_key(cfg, pipeline, start, teacher)
-    done = read_done(d, key)
-    if done is not None:
-        return {**done, "reused": True}
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir(parents=True)
-    atomic_write(d / "config.yaml", dump_yaml(cfg))
-    t0 = time.time()
-    torch.manual_seed(cfg.train.seed)
-    model, tok = load_policy_as(start, cfg.model)
-    task = get_task(cfg)
-    log = MetricsLog(d)
-    try:
-        budget = run_pipeline(cfg, pipeline, model, tok, task, log, teacher)
-    finally:
-        log.close()
-    train_s = time.time() - t0
-    if pipeline != "base":
-        save_policy(model, tok, d / "model")
-    res = {"milestone": milestone, "pipeline": pipeline, **budget, **evaluate_policy(cfg, model, tok, task),
-           "train_s": train_s, "wall_s": time.time() - t0, "start": str(start), "key": key}
-    if pipeline == "distill":
-        res["teacher"] = str(teacher)
-    atomic_write(d / "done.json", json.dumps(res, indent=1))
-    if note:
-        note(f"{pipeline:12s} m={milestone:.2f} pass@1={res.get('pass@1', 0):.3f} wall={res['wall_s']:.0f}s")
-    return {**res, "reused": False}
-
-
-def grid_cells(cfg: RunConfig) -> list[tuple[float, str]]:
-    """Run order: the default teacher (rl at the last milestone) first, then milestone by milestone,
-    each starting with its ``base`` (untrained) row."""
-    ex = cfg.excursions
-    last = max(ex.milestones)
-    cells = [(m, p) for m in sorted(ex.milestones) for p in ("base", *ex.pipelines)]
-    if "distill" in ex.pipelines and not ex.teacher:
-        cells = [(last, "rl")] + [c for c in cells if c != (last, "rl")]
-    return cells
-
-
-def run_grid(cfg: RunConfig, progress: str = "none", note: Note | None = None) -> dict:
-    """Every (milestone, pipeline) cell (finished ones reused); writes table.json and table.md.
-    ``model.dtype=auto`` is resolved once, here, so every cell (and its key) names the precision it ran in."""
-    cfg, prec = resolve_precision(cfg)
-    if note:
-        note(prec.line())
-    starts = milestone_dirs(cfg, progress)
-    ex = cfg.excursions
-    teacher = Path(ex.teacher) if ex.teacher else cell_dir(cfg, max(ex.milestones), "rl") / "model"
-    if ex.teacher and not teacher.exists():
-        raise UserError(f"excursions.teacher={ex.teacher}: no such checkpoint; give a directory with a model")
-    t0 = time.time()
-    rows = [run_cell(cfg, m, p, starts[m], teacher, note) for m, p in grid_cells(cfg)]
-    order = ("base", *ex.pipelines)
-    rows.sort(key=lambda r: (r["milestone"], order.index(r["pipeline"]) if r["pipeline"] in order else 99))
-    out = Path(ex.out_dir)
-    table = {"config": to_dict(cfg), "teacher": str(teacher), "rows": rows, "wall_s": time.time() - t0,
-             "budget_note": budget_note(cfg)}
-    atomic_write(out / "table.json", json.dumps(table, indent=1))
-    atomic_write(out / "table.md", markdown_table(table))
-    return table
-
-
-# ----------------------------------------------------------------------------- outputs
-def budget_note(cfg: RunConfig) -> str:
-    ex, R = cfg.excursions, cfg.algo.prompts_per_step * cfg.algo.group_size
-    return (f"Budget per pipeline: {ex.steps} optimiser steps; RL steps use {R} policy samples "
-            f"(P={cfg.algo.prompts_per_step} x G={cfg.algo.group_size}), "
-            f"SFT steps {sft_batch_size(cfg)} pairs; "
-            f"distill: the teacher draws {ex.steps * R} samples (the RL generation budget). Evaluation: "
-            f"{ex.eval_problems} held-out problems x {ex.eval_samples} samples at T={ex.eval_temperature}; "
-            f"retention = greedy accuracy and gold-answer NLL (nats/token, lower is better) on "
-            f"{ex.retention_problems} held-out problems of {', '.join(cfg.task.retention_tasks)}.")
-
-
-def metric_names(rows: list[dict]) -> list[str]:
-    keys = [f"pass@{k}" for k in KS] + sorted({k for r in rows for k in r if k.startswith("retention_")
-                                                      and not k.endswith("_ci")})
-    return [k for k in keys if any(k in r for r in rows)]
-
-
-def table_cells(table: dict) -> tuple[list[str], list[list[str]]]:
-    """(column names, formatted rows) of the grid's table: one row per cell."""
-    rows = table["rows"]
-    metrics = metric_names(rows)
-    head = ["milestone", "pipeline", *metrics, "opt steps", "policy samples", "teacher samples", "SFT pairs",
-            "wall s"]
-    cells = [[f"{r['milestone']:.2f}", r["pipeline"], *(f"{r[m]:.3f}" if m in r else "-" for m in metrics),
-              str(r["opt_steps"]), str(r["policy_samples"]), str(r["teacher_samples"]), str(r["sft_pairs"]),
-              f"{r['wall_s']:.0f}"] for r in rows]
-    return head, cells
-
-
-def markdown_table(table: dict) -> str:
-    head, cells = table_cells(table)
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(vals) + " |" for vals in cells]
-    return "\n".join(lines) + f"\n\n{table['budget_note']}\n"

@@ -1,5 +1,6 @@
-"""`rlvr excursions` end to end on the tiny model: a 1 x 2 grid, its table and plots, and a rerun
-that reuses every finished cell without training."""
+"""`rlvr excursions` end to end on the tiny model: a 1 x 2 grid run through the experiment framework,
+its table and plots, and a rerun that reuses every finished cell (one cache: the framework's) without
+training or evaluating."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import json
 
 import pytest
 
-import rlvr.train.excursions as ex
+import rlvr.experiments.evaluate as evaluate
+import rlvr.experiments.models as models
 from rlvr.cli import main
-from rlvr.config import load_config
+from rlvr.config import load_excursions
+from rlvr.experiments.excursions_grid import grid_experiment
+from rlvr.experiments.models import model_config
 
 GRID = ["excursions.milestones=[1.0]", "excursions.pipelines=[rl,parallel]", "excursions.steps=2",
         "excursions.eval_problems=4", "excursions.eval_samples=8", "excursions.retention_problems=4",
@@ -37,19 +41,21 @@ def test_grid_runs_then_reuses_finished_cells(grid, tmp_path, monkeypatch):
         assert set(r) >= {"pass@1", "pass@8", "retention_strings"} and "pass@32" not in r  # k <= 8 samples
         assert 0 < r["retention_strings_nll"] < 10
         assert 0 <= r["pass@1"] <= r["pass@8"] <= 1
-    assert len((out / "m1.00" / "rl" / "metrics.jsonl").read_text().splitlines()) == 2
+    assert len((out / "models" / "m1.00_rl" / "metrics.jsonl").read_text().splitlines()) == 2
     md = (out / "table.md").read_text()
     assert "| 1.00 | parallel |" in md and "2 optimiser steps" in md
     assert {p.name for p in (out / "plots").iterdir()} == {"pass_at_1.png", "pass_at_8.png",
                                                           "retention_strings.png", "retention_strings_nll.png"}
-    stamps = {p: p.stat().st_mtime_ns for p in out.glob("m1.00/*/done.json")}
-    assert len(stamps) == 3
+    # one cell cache: the framework's models and evaluations, nothing beside them
+    assert {p.name for p in out.iterdir()} == {"models", "evals", "table.json", "table.md", "plots"}
+    stamps = {p: p.stat().st_mtime_ns for p in [*out.glob("models/*/done.json"), *out.glob("evals/*/*/stats.json")]}
+    assert len(stamps) == 2 + 3 * 2  # the trained models; 3 rows x (pass@k, retention)
 
-    def no_training(*a, **k):
-        raise AssertionError("a finished cell was trained again")
+    def no_work(*a, **k):
+        raise AssertionError("a finished cell was trained or evaluated again")
 
-    monkeypatch.setattr(ex, "run_pipeline", no_training)
-    monkeypatch.setattr(ex, "evaluate_policy", no_training)
+    monkeypatch.setattr(models, "run_pipeline", no_work)
+    monkeypatch.setattr(evaluate, "sample_chunks", no_work)
     assert main(["excursions", "excursions", *grid, "--quiet"]) == 0
     again = json.loads((out / "table.json").read_text())["rows"]
     assert all(r["reused"] for r in again)
@@ -57,14 +63,29 @@ def test_grid_runs_then_reuses_finished_cells(grid, tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
 
 
-def test_cell_key_tracks_budget_not_layout(grid, tmp_path):
-    cfg = load_config("excursions", grid)
-    key = ex.cell_key(cfg, "rl", tmp_path, None)
-    moved = load_config("excursions", [*grid, "excursions.out_dir=/elsewhere", "excursions.pipelines=[rl]"])
-    assert ex.cell_key(moved, "rl", tmp_path, None) == key  # layout changes keep finished cells
-    longer = load_config("excursions", [*grid, "excursions.steps=3"])
-    assert ex.cell_key(longer, "rl", tmp_path, None) != key  # a new budget reruns the cell
-    assert ex.cell_key(cfg, "sft", tmp_path, None) != key
+def _rl_key(overrides: list[str]) -> str:
+    cfg, layout = load_excursions("excursions", overrides)
+    exp = grid_experiment(cfg, layout, "excursions", overrides)
+    spec = exp.models["m1.00_rl"]
+    return models._key(model_config(exp, spec, None), spec, "the base", "")
+
+
+def test_model_keys_track_budget_not_layout(grid):
+    """A model's key covers how it trains, not the grid: moving the grid, dropping a pipeline or evaluating
+    otherwise keeps finished models; a new budget retrains."""
+    key = _rl_key(grid)
+    assert _rl_key([*grid, "excursions.out_dir=/elsewhere", "excursions.pipelines=[rl]",
+                    "excursions.eval_samples=4"]) == key
+    assert _rl_key([*grid, "excursions.steps=3"]) != key
+
+
+def test_the_distill_teacher_is_the_last_rl_model_unless_a_checkpoint_is_named(grid):
+    cfg, layout = load_excursions("excursions", [*grid, "excursions.pipelines=[distill]"])
+    exp = grid_experiment(cfg, layout, "excursions", grid)
+    assert list(exp.models)[:2] == ["base", "m1.00_rl"] and exp.models["m1.00_distill"].teacher == "m1.00_rl"
+    cfg, layout = load_excursions("excursions", [*grid, "excursions.pipelines=[distill]", "excursions.teacher=/t"])
+    exp = grid_experiment(cfg, layout, "excursions", grid)
+    assert "m1.00_rl" not in exp.models and exp.models["m1.00_distill"].teacher == ""
 
 
 def test_bad_milestone_is_a_user_error(grid, capsys):

@@ -87,3 +87,27 @@ def test_periodic_eval_averages_eval_samples_per_problem(monkeypatch):
     assert len(seen["prompts"]) == 12 and seen["prompts"][:4] == [task.problems("heldout", 3)[0].prompt] * 4
     with pytest.raises(ConfigError, match="eval_samples"):
         load_config("quickstart", ["train.eval_samples=0"])
+
+
+def test_the_excursions_section_splits_into_training_settings_and_the_grid(tmp_path):
+    """How the pipelines train stays in RunConfig; the grid of `rlvr excursions` leaves it but is still
+    checked wherever a config loads (a run directory written before keeps loading)."""
+    from rlvr.config import ExcursionsGrid, load_excursions, to_dict
+
+    cfg, grid = load_excursions("excursions", ["excursions.milestones=[0.5, 1.0]", "excursions.steps=8"])
+    assert cfg.excursions.steps == 8 and cfg.excursions.sft_lr == 0.0005
+    assert grid == ExcursionsGrid(milestones=(0.5, 1.0), eval_problems=48)  # 48: the built-in file's
+    assert set(to_dict(cfg)["excursions"]) == {"steps", "sft_lr", "sft_batch_size", "sft_data", "parallel_weight",
+                                               "teacher"}
+    assert load_config("excursions", ["excursions.out_dir=/x"]) == load_config("excursions")
+    old_run = tmp_path / "config.yaml"  # as dump_yaml wrote every run's config before the split
+    old_run.write_text("excursions: {milestones: [0.25, 0.5, 1.0], eval_problems: 64, steps: 24}\n")
+    assert load_config(old_run) == RunConfig()
+    for override, message in {"excursions.milestone=[1.0]": "excursions.milestone: unknown key; did you mean "
+                                                            "'milestones'?",
+                              "excursions.eval_samples=0": "excursions.eval_samples: must be >= 1 (got 0)",
+                              "excursions.pipelines=[rlhf]": "excursions.pipelines: unknown ['rlhf']",
+                              "excursions.steps=1": "excursions.steps: must be >= 2 (got 1)"}.items():
+        with pytest.raises(ConfigError) as e:
+            load_config(None, [override])
+        assert str(e.value).startswith(message)

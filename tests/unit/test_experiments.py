@@ -246,3 +246,56 @@ def test_a_model_whose_teacher_failed_says_so():
         _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"}})
     assert _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"},
                                                       "teacher": {"path": "t", "key": "kt"}}) == ("b", "t", "kb", "kt")
+
+
+def _keys(exp) -> dict[str, str]:
+    """Every model's key, computed as build_model names it (base, then what each is built from)."""
+    from rlvr.experiments.models import _key, model_config, model_id
+
+    keys: dict[str, str] = {}
+    for name, model in exp.models.items():
+        for seed in range(exp.seeds) if model.seeded else [None]:
+            cfg = model_config(exp, model, seed)
+            if model.kind == "base":
+                keys[model_id(name, seed)] = _key(cfg, model, "" if model.start == 1.0 else
+                                                  f"milestone_{model.start:.2f}", "")
+                continue
+            start = keys[model.base] + ("" if model.start == 1.0 else f"@{model.start:.2f}")
+            teacher = ""
+            if model.teacher:
+                t = exp.models[model.teacher]
+                teacher = keys[model_id(t.name, seed if t.seeded else None)]
+            keys[model_id(name, seed)] = _key(cfg, model, start, teacher)
+    return keys
+
+
+def test_model_keys_survive_the_grid_leaving_the_run_config():
+    """The grid fields of `rlvr excursions` left RunConfig; models' keys still hash them at their historical
+    values, so published records keep matching: scalerl's committed records, and keys computed before the
+    split (the excursions experiment's config set eval_problems 48)."""
+    import json
+    from pathlib import Path
+
+    records = Path(__file__).resolve().parents[2] / "docs" / "reproductions" / "scalerl" / "cells" / "models"
+    keys = _keys(spec.load("scalerl"))
+    published = {p.stem: json.loads(p.read_text())["done"]["key"] for p in sorted(records.glob("*.json"))}
+    assert len(published) >= 60 and {m: keys[m] for m in published} == published
+    before = {"base": "9fc6b49c5ec76c7a", "rl_f-s0": "e9390ecd9ac080b4", "sft_q-s1": "d17dca8257043a4e"}
+    keys = _keys(spec.load("excursions"))
+    assert {m: keys[m] for m in before} == before
+    assert _keys(spec.load("excursions").quick_form())["par_h-s1"] == "99c83ae66c8d624f"
+    assert _keys(spec.load("boundary"))["base"] == "092d0cab5a5b7456"
+
+
+def test_an_unseeded_model_keeps_the_configs_seed_and_a_distill_model_may_take_the_configs_teacher():
+    """What `rlvr excursions` needs of the framework: its grid runs at the config's train.seed, and
+    excursions.teacher (a checkpoint) teaches distill where no teacher model is declared."""
+    from rlvr.config import ConfigError
+    from rlvr.experiments.models import model_config
+
+    exp = dataclasses.replace(spec.load("boundary"), overrides=("train.seed=5",))
+    assert model_config(exp, exp.models["base"], None).train.seed == 5
+    assert model_config(exp, exp.models["rl"], 1).train.seed == 1  # a seeded model: its seed
+    assert spec.ModelSpec(name="d", kind="distill").teacher == ""
+    with pytest.raises(ConfigError, match="only a distill model has a teacher"):
+        spec.ModelSpec(name="r", kind="rl", teacher="t")

@@ -26,7 +26,6 @@ NAMESPACED: dict[str, str] = {
     "clip_frac_high": "clip_ratio/high_mean",
     "grad_norm": "grad_norm",
     "lr": "learning_rate",
-    "tokens": "num_tokens",
     # train/inference mismatch (TRL's names where it has them)
     "mismatch_logp_diff_mean": "sampling/sampling_logp_difference/mean",
     "mismatch_logp_diff_max": "sampling/sampling_logp_difference/max",
@@ -51,7 +50,13 @@ NAMESPACED: dict[str, str] = {
 }
 """rlvr key -> the name sinks log it under. Keys not listed go to the sinks as ``rlvr/<key>``."""
 
-_BACK = {v: k for k, v in NAMESPACED.items()}
+LEGACY: dict[str, str] = {
+    "num_tokens": "tokens",  # rlvr's tokens were sent as TRL's num_tokens, a different count (prompt + completion
+    # tokens seen; rlvr's: generated tokens plus trained tokens x ppo_epochs): now rlvr/tokens, old logs still read
+}
+"""Sink names rlvr once used, still read back to rlvr's key."""
+
+_BACK = {**LEGACY, **{v: k for k, v in NAMESPACED.items()}}
 
 
 def namespaced(key: str) -> str:

@@ -14,7 +14,12 @@ axes. TRL logs through transformers' integrations, which prefix train keys ``tra
 ``eval/`` (``train/num_tokens`` is cumulative; ``eval/rewards/<func>/mean`` is a reward function's
 held-out mean, a pass rate when that function is 0/1 accuracy). verl logs ``val-core/<data
 source>/acc/mean@N`` (or ``.../reward/mean@N`` without ``acc``) and ``perf/total_num_tokens`` per step
-(summed here). FLOPs are logged by neither: the ``flops`` axis falls back to tokens.
+(summed here). prime-rl logs ``eval/<env>/all/<agent>/avg@<G>`` (the mean eval reward; a pass rate for a
+0/1 reward) and ``progress/total_tokens`` (cumulative) (src/prime_rl/orchestrator/metrics.py
+``EvalMetrics.to_wandb``, orchestrator.py). NeMo-RL logs ``validation/accuracy`` (the mean validation
+reward) and ``train/total_num_tokens`` per step (nemo_rl/algorithms/grpo.py: the step's input lengths
+summed). SkyRL logs ``eval/all/avg_score`` but no token count, so it has no map (pass ``--y`` with a step
+axis of your own). FLOPs are logged by none: the ``flops`` axis falls back to tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +43,16 @@ KEY_MAPS: dict[str, dict[str, tuple[str, ...]]] = {
         "heldout_pass_rate": (r"val-core/.+/acc/mean@\d+", r"val-core/.+/reward/mean@\d+"),
         "tokens_per_step": (r"perf/total_num_tokens",),
         "step": (r"training/global_step", r"_step"),
+    },
+    "prime-rl": {
+        "heldout_pass_rate": (r"eval/[^/]+/all/[^/]+/avg@\d+",),
+        "tokens": (r"progress/total_tokens",),
+        "step": (r"step", r"_step"),
+    },
+    "nemo-rl": {
+        "heldout_pass_rate": (r"validation/accuracy",),
+        "tokens_per_step": (r"train/total_num_tokens",),
+        "step": (r"_step",),
     },
 }
 
@@ -103,10 +118,14 @@ def _find(keys: list[str], patterns: tuple[str, ...]) -> str | None:
 
 
 def detect_framework(rows: list[dict]) -> str:
-    """trl | verl | rlvr, from the keys present."""
+    """trl | verl | prime-rl | nemo-rl | rlvr, from the keys present."""
     keys = {k for r in rows for k in r}
     if any(k.startswith("rlvr/") for k in keys):
         return "rlvr"
+    if any(k.startswith("progress/") for k in keys):
+        return "prime-rl"
+    if any(k.startswith("validation/") for k in keys):
+        return "nemo-rl"
     if any(k.startswith(("val-core/", "training/", "critic/", "perf/")) for k in keys):
         return "verl"
     if any(k.startswith(("train/", "eval/")) for k in keys):

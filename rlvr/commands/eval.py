@@ -19,6 +19,9 @@ EPILOG = """examples:
   rlvr eval --samples trained.jsonl --base-samples base.jsonl --json eval.json --plots plots/
   rlvr eval --samples out/completions/completions_00100.parquet --task gsm8k      # TRL's table
   rlvr eval --samples val_dumps/100.jsonl                                            # verl's dump
+  rlvr eval --samples out/completions --plots plots/                  # TRL run folder: pass@k by step
+  rlvr eval --samples val_dumps/100.jsonl --correct-threshold 1              # partial scores (format_score)
+  rlvr eval --samples study_counts.csv --base-samples base_counts.csv --format counts
   rlvr eval --samples mine.csv --format table --columns prompt=q,completion=a,correct=ok
   rlvr eval runs/a/checkpoints/step_100 --task gsm8k --n 64 --problems 100 --out runs/a
   rlvr eval runs/a/checkpoints/step_100 --base Qwen/Qwen2.5-0.5B --task math500 --n 256 --out runs/a
@@ -28,14 +31,25 @@ EPILOG = """examples:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="?", help="checkpoint to sample from (omit with --samples)")
     src = parser.add_argument_group("from samples files (no model)")
-    src.add_argument("--samples", help="samples.jsonl of the (trained) model")
-    src.add_argument("--base-samples", help="samples.jsonl of the base model: adds support and crossover k")
-    src.add_argument("--format", default="auto", choices=["auto", "rlvr", "trl", "verl", "table"],
+    src.add_argument("--samples", help="samples file of the (trained) model, or a run folder (TRL completions/, "
+                     "verl / SkyRL / NeMo-RL / prime-rl dump folders): pass@k per logged step and pooled")
+    src.add_argument("--base-samples", help="samples file of the base model: adds support and crossover k")
+    src.add_argument("--format", default="auto",
+                     choices=["auto", "rlvr", "trl", "verl", "prime-rl", "skyrl", "nemo-rl", "counts", "table"],
                      help="samples format (default auto: by the columns): rlvr, TRL's completions table, "
-                          "verl's rollout/validation dump, or any table with --columns")
+                          "verl's rollout/validation dump, prime-rl / SkyRL / NeMo-RL dumps, per-problem counts "
+                          "(problem, n, correct), or any table with --columns")
     src.add_argument("--columns", metavar="FIELD=COL,...",
                      help="column mapping for --samples/--base-samples: fields problem_id, prompt, completion, "
-                          "answer, correct, reward (overrides the format's own)")
+                          "answer (the model's), gold (the reference), correct, reward; counts: problem_id, n, "
+                          "correct (overrides the format's own)")
+    src.add_argument("--correct-threshold", metavar="T|max",
+                     help="when the correctness (or reward) column holds partial scores: a sample is correct when "
+                          "its score >= T, or with 'max' when it equals the file's largest score (without it such "
+                          "a column is an error)")
+    src.add_argument("--reverify", action="store_true",
+                     help="with --task: score every completion with the task's verifier, overriding the file's "
+                          "correctness")
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", help="write the eval.json result here")
     out.add_argument("--plots", help="write pass_at_k.png, entropy.png (and support.png) in this folder")
@@ -79,7 +93,8 @@ def _check_paths(args: argparse.Namespace) -> None:
         require_path(args.base, "--base", "pass a checkpoint directory or a hub name", hub_ok=True)
     for flag, path in (("--samples", args.samples), ("--base-samples", args.base_samples)):
         if path:
-            require_path(path, flag, "pass a samples.jsonl written by `rlvr eval` or `rlvr run`", kind="file")
+            require_path(path, flag, "pass a samples file (or a run's dump folder) written by `rlvr eval`, "
+                         "`rlvr run` or a peer framework")
 
 
 def saved_task(checkpoint: str) -> tuple[str, Path] | None:
@@ -127,7 +142,9 @@ def _check_mode(args: argparse.Namespace) -> None:
 
 
 def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
-    from rlvr.eval.importers import load_any
+    from rlvr.eval.correctness import parse_rule
+    from rlvr.eval.importers import load_any, load_steps
+    from rlvr.eval.steps import summarize_steps
     from rlvr.eval.summary import compare, summarize
 
     task = None
@@ -135,10 +152,13 @@ def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, A
         from rlvr.tasks.registry import get_task
 
         task = get_task(args.task)
-    fmt, cols = getattr(args, "format", "auto"), getattr(args, "columns", None)
-    trained = load_any(args.samples, fmt, cols, task)
+    how = dict(fmt=getattr(args, "format", "auto"), columns=getattr(args, "columns", None), task=task,
+               rule=parse_rule(getattr(args, "correct_threshold", None)), reverify=getattr(args, "reverify", False))
+    if Path(args.samples).is_dir() and not args.base_samples:  # a run folder: per logged step and pooled
+        return summarize_steps(load_steps(args.samples, **how), ks, seed=args.seed)
+    trained = load_any(args.samples, **how)
     if args.base_samples:
-        return compare(load_any(args.base_samples, fmt, cols, task), trained, ks, seed=args.seed)
+        return compare(load_any(args.base_samples, **how), trained, ks, seed=args.seed)
     return summarize(trained, ks, seed=args.seed)
 
 
@@ -246,5 +266,10 @@ def run(args: argparse.Namespace) -> int:
         from rlvr.eval.plots import plot_all
 
         plot_all(result, args.plots)
+    if "per_step" in result:
+        from rlvr.commands.eval_steps import print_steps
+
+        print_steps(result)
+        result = result["pooled"]
     print_result(result)
     return 0

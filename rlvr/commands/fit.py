@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--x", choices=["flops", "samples", "tokens", "gpu_hours", "wall"], default="flops",
                         help="compute axis for run directories and histories (wall = seconds; default flops, "
                              "which falls back to tokens for histories without FLOPs)")
-    parser.add_argument("--source", choices=["auto", "rlvr", "trl", "verl"], default="auto",
+    parser.add_argument("--source", choices=["auto", "rlvr", "trl", "verl", "prime-rl", "nemo-rl"], default="auto",
                         help="whose key names a W&B CSV / TensorBoard history uses (default: judged by the keys)")
     parser.add_argument("--y", default=None, metavar="KEY",
                         help="the held-out pass-rate key of a history (default: from the framework's key map)")

@@ -7,20 +7,30 @@ Formats (``fmt``):
   ``<output_dir>/completions/completions_<step:05d>.parquet`` (and logs the same table to W&B as
   ``completions``) with columns ``step``, ``prompt``, ``completion``, one column per reward function
   (its ``__name__``; NaN where it did not apply), any ``log_extra`` columns, and ``advantage``
-  (trl/trainer/grpo_trainer.py, ``GRPOTrainer.log``, read 2026-07). Read from .parquet, from a W&B
-  table file (``{"columns": [...], "data": [[...], ...]}``), or from JSON / JSONL / CSV records.
+  (trl/trainer/grpo_trainer.py, ``GRPOTrainer.log``, TRL 1.16). In the conversational format the
+  prompt and completion are message lists (a Python repr of one once W&B or a CSV made it text): the
+  completion is the last assistant message's content. Read from .parquet, from a W&B table file
+  (``{"columns": [...], "data": [[...], ...]}``), or from JSON / JSONL / CSV records.
 - ``verl``: verl's rollout / validation dumps (``trainer.rollout_data_dir`` /
   ``trainer.validation_data_dir``): ``<dir>/<global_step>.jsonl``, one object per sample with
-  ``input``, ``output``, ``gts`` (ground truth), ``score`` (summed token-level score), ``step``, plus
-  the reward function's extra keys such as ``acc`` (verl/trainer/ppo/ray_trainer.py,
-  ``RayPPOTrainer._dump_generations``, read 2026-01).
+  ``input``, ``output``, ``gts`` (the gold answer), ``score`` (summed token-level score), ``step``,
+  ``reward``, plus the reward function's extra keys: ``acc`` (the DAPO scorer's bool; for a scorer
+  returning a float, the score itself) and ``pred`` (the DAPO scorer's parsed model answer,
+  ``[INVALID]`` when none) (verl/trainer/ppo/ray_trainer.py ``RayPPOTrainer._write_generations`` and
+  verl/experimental/reward_loop/reward_manager/naive.py, verl 0.9.1).
+- ``prime-rl``, ``skyrl``, ``nemo-rl``: their dump records, :mod:`rlvr.eval.peer_records`.
+- ``counts``: per-problem ``(problem, n, correct)``, :mod:`rlvr.eval.counts`.
 - ``table``: any JSONL / JSON / CSV / parquet table with a column mapping
   (``prompt=question,completion=response,correct=is_right``).
 
-Correctness, in this order: a mapped ``correct`` column (verl: ``acc`` when present); the named
-task's verifier (``task``), against the file's answer column (verl: ``gts``) or, failing that, the
-task's problem whose prompt is the row's prompt; else ``reward > 0`` (rlvr's rule) on the one
-reward column. Samples are grouped into problems by ``problem_id`` when mapped, else by prompt text.
+Fields: ``answer`` is the model's own answer (a model-answer column: verl's ``pred``; else, with a task,
+the task's parser on the completion; else absent, and the answer statistics are n/a), never the gold;
+``gold`` is the reference answer (verl's ``gts``, prime-rl's task answer, SkyRL's
+``reward_spec.ground_truth``), used only to verify. Correctness: a correctness column (verl: ``acc``),
+else the reward column, each binary or read under a named rule (:mod:`rlvr.eval.correctness`); with a
+task, its verifier decides the rows without one (all rows with ``reverify``), against the task's
+problem whose prompt is the row's prompt, else against the row's gold. Samples are grouped into
+problems by ``problem_id`` when mapped, else by prompt text.
 """
 
 from __future__ import annotations
@@ -33,15 +43,21 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.eval.chat_text import completion_text, prompt_messages
+from rlvr.eval.correctness import Rule, correct_from_scores, scores_of
+from rlvr.eval.counts import counts_to_samples
+from rlvr.eval.peer_records import FLATTEN, PEER_COLUMNS
+from rlvr.eval.run_folders import step_files
 from rlvr.eval.samples import load_samples, validate_row
 from rlvr.paths import read_jsonl
 from rlvr.rewards.verify import verify_all
 from rlvr.types import Problem, prompt_key
 
-FORMATS = ("auto", "rlvr", "trl", "verl", "table")
-FIELDS = ("problem_id", "prompt", "completion", "answer", "correct", "reward")
+FORMATS = ("auto", "rlvr", "trl", "verl", "prime-rl", "skyrl", "nemo-rl", "counts", "table")
+FIELDS = ("problem_id", "prompt", "completion", "answer", "gold", "correct", "reward", "n")
 TRL_FIXED = ("step", "prompt", "completion", "advantage", "image")
-VERL_MAP = {"prompt": "input", "completion": "output", "answer": "gts", "reward": "score"}
+VERL_MAP = {"prompt": "input", "completion": "output", "gold": "gts", "reward": "score"}
+VERL_NO_ANSWER = "[INVALID]"  # math_dapo's pred when it parsed nothing (verl/utils/reward_score/math_dapo.py)
 
 
 # ----------------------------------------------------------------------------- reading tables
@@ -75,8 +91,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
 
 
 def detect(rows: list[dict], path: str | Path = "") -> str:
-    """The format of ``rows`` judged by their columns: rlvr | trl | verl; else a UserError asking for
-    --format table --columns."""
+    """The format of ``rows`` judged by their columns; else a UserError asking for --format table --columns."""
     cols = set(rows[0]) if rows else set()
     if "problem_id" in cols and ({"correct", "reward"} & cols):
         return "rlvr"
@@ -84,6 +99,11 @@ def detect(rows: list[dict], path: str | Path = "") -> str:
         return "trl"
     if {"input", "output", "score"} <= cols:
         return "verl"
+    for fmt, needed in PEER_COLUMNS.items():
+        if set(needed) <= cols:
+            return fmt
+    if {"n", "correct"} <= cols and ({"problem", "problem_id"} & cols):
+        return "counts"
     raise UserError(f"{path}: cannot tell the format from the columns {sorted(cols)}; pass --format table and "
                     "--columns prompt=COL,completion=COL,correct=COL (or reward=COL, or --task NAME)")
 
@@ -109,7 +129,9 @@ def column_map(rows: list[dict], fmt: str, columns: dict[str, str], task: Any, p
     """field -> column for ``fmt``, the explicit ``columns`` overriding the format's own."""
     cols = list(rows[0]) if rows else []
     if fmt == "verl":
-        base = dict(VERL_MAP, **({"correct": "acc"} if "acc" in cols else {}))
+        base = dict(VERL_MAP, **{field: col for field, col in (("correct", "acc"), ("answer", "pred")) if col in cols})
+    elif fmt in FLATTEN:  # flattened records carry rlvr's field names
+        base = {f: f for f in FIELDS if f in cols}
     elif fmt == "trl":
         base = {"prompt": "prompt", "completion": "completion"}
         rewards = [c for c in cols if c not in TRL_FIXED]
@@ -121,103 +143,112 @@ def column_map(rows: list[dict], fmt: str, columns: dict[str, str], task: Any, p
                                 f"(--columns reward={rewards[0] if rewards else 'NAME'}) or pass --task NAME")
     else:
         base = {}
-    m = {**base, **columns}
-    missing = [c for c in m.values() if c not in cols]
+    mapping = {**base, **columns}
+    if "n" in mapping:
+        raise UserError(f"{path}: the field n belongs to --format counts; drop n= from --columns")
+    missing = [c for c in mapping.values() if c not in cols]
     if missing:
         raise UserError(f"{path}: no column(s) {missing} (the file has {cols}); fix --columns")
-    if "completion" not in m or ("correct" not in m and "reward" not in m and task is None):
+    if "completion" not in mapping or ("correct" not in mapping and "reward" not in mapping and task is None):
         raise UserError(f"{path}: map a completion column and one of correct / reward, or pass --task NAME "
                         "(e.g. --columns prompt=question,completion=response,correct=is_right)")
-    if "prompt" not in m and "problem_id" not in m:
+    if "prompt" not in mapping and "problem_id" not in mapping:
         raise UserError(f"{path}: map a prompt or problem_id column (samples are grouped by problem)")
-    return m
+    return mapping
 
 
 def _problem_id(prompt: str) -> str:
     return "p" + hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:12]
 
 
-def _bool(v: Any, where: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int | float) and not (isinstance(v, float) and math.isnan(v)):
-        return v > 0
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.strip().lower() in ("true", "1", "yes")
-    raise UserError(f"{where}: correct={v!r} is not true/false; map another column")
-
-
-def _float(v: Any, where: str, col: str) -> float | None:
-    if v is None or v == "":
+def _cell_text(value: Any) -> str | None:
+    """A cell as text; None for an empty / NaN cell."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise UserError(f"{where}: {col}={v!r} is not a number; map another column") from None
-    return None if math.isnan(x) else x
+    return value if isinstance(value, str) else str(value)
 
 
-def to_samples(rows: list[dict], m: dict[str, str], source: str, path: str | Path = "") -> list[dict]:
-    """rlvr samples rows (problem_id, completion, prompt?, answer?, correct?, reward?, source)."""
+def _model_answer(value: Any) -> str | None:
+    text = _cell_text(value)
+    return None if text is None or text.strip() in ("", VERL_NO_ANSWER) else text
+
+
+def to_samples(rows: list[dict], mapping: dict[str, str], source: str, path: str | Path = "",
+               rule: Rule = None, use_file_correctness: bool = True) -> list[dict]:
+    """rlvr samples rows (problem_id, completion, prompt?, answer?, gold?, correct?, reward?, source).
+
+    ``correct`` comes from the correctness column, else the reward column (binary, or under ``rule``);
+    not at all when ``use_file_correctness`` is False (a task re-verifies)."""
     out = []
-    for i, r in enumerate(rows, start=1):
-        where = f"{path} row {i}"
-        prompt = r.get(m["prompt"]) if "prompt" in m else None
+    for r in rows:
+        prompt = prompt_messages(r.get(mapping["prompt"])) if "prompt" in mapping else None
         if isinstance(prompt, list):  # chat messages
             prompt = json.dumps(prompt, ensure_ascii=False, sort_keys=True)
         s: dict[str, Any] = {
-            "problem_id": str(r[m["problem_id"]]) if "problem_id" in m else _problem_id(str(prompt)),
-            "completion": "" if r.get(m["completion"]) is None else str(r[m["completion"]]),
+            "problem_id": str(r[mapping["problem_id"]]) if "problem_id" in mapping else _problem_id(str(prompt)),
+            "completion": completion_text(r.get(mapping["completion"])),
             "source": source,
         }
         if prompt is not None:
             s["prompt"] = str(prompt)
-        if "answer" in m and r.get(m["answer"]) is not None:
-            s["answer"] = str(r[m["answer"]])
-        if "reward" in m:
-            reward = _float(r.get(m["reward"]), where, m["reward"])
+        if "answer" in mapping:
+            s["answer"] = _model_answer(r.get(mapping["answer"]))
+        if "gold" in mapping and _cell_text(r.get(mapping["gold"])) is not None:
+            s["gold"] = _cell_text(r.get(mapping["gold"]))
+        out.append(s)
+    if "reward" in mapping:
+        for s, reward in zip(out, scores_of([r.get(mapping["reward"]) for r in rows], mapping["reward"], str(path))):
             if reward is not None:
                 s["reward"] = reward
-        if "correct" in m and r.get(m["correct"]) not in (None, ""):
-            s["correct"] = _bool(r[m["correct"]], where)
-        out.append(s)
+    column = mapping.get("correct", mapping.get("reward"))
+    if column is not None and use_file_correctness:
+        scores = scores_of([r.get(column) for r in rows], column, str(path))
+        for s, ok in zip(out, correct_from_scores(scores, rule, column, str(path))):
+            if ok is not None:
+                s["correct"] = ok
     return out
 
 
-def verify_with_task(samples: list[dict], task: Any, path: str | Path = "") -> list[dict]:
-    """Set ``correct`` from ``task``'s verifier on the rows without it: against the task's problem
-    with the same prompt (every split the task has; the problem carries what its verifier needs,
-    e.g. the tests of a code task), else against the row's answer; neither -> UserError."""
-    todo = [s for s in samples if "correct" not in s]
-    if not todo:
-        return samples
+def verify_with_task(samples: list[dict], task: Any, path: str | Path = "", reverify: bool = False) -> list[dict]:
+    """Run ``task``'s verifier on every row: its parsed answer becomes the row's ``answer`` where the file
+    gave none (None: nothing parsed), its verdict the row's ``correct`` where the file gave none (every
+    row with ``reverify``). Each row is checked against the task's problem with the same prompt (every
+    split the task has; the problem carries what its verifier needs, e.g. the tests of a code task),
+    else against the row's gold; neither -> UserError."""
     by_prompt: dict[str, Problem] = {}
     for split in ("train", "heldout"):
         try:
             split_problems = task.problems(split)
-        except UserError:  # a test-set task (humaneval) has no train split
+        except UserError:  # a test-set task (humaneval) has no train split; a hub task offline
             continue
         for p in split_problems:
             by_prompt.setdefault(prompt_key(p.prompt), p)
     problems = []
-    for s in todo:
+    for s in samples:
         if "prompt" in s and prompt_key(s["prompt"]) in by_prompt:  # text, or chat messages
             problems.append(by_prompt[prompt_key(s["prompt"])])
-        elif "answer" in s:
-            problems.append(Problem(s["problem_id"], s.get("prompt", ""), s["answer"]))
+        elif "gold" in s:
+            problems.append(Problem(s["problem_id"], s.get("prompt", ""), s["gold"]))
         else:
             raise UserError(f"{path}: a prompt ({s.get('prompt', '')[:60]!r}) is not a problem of task "
-                            f"{getattr(task, 'name', task)!r} and the file has no answer column; map answer=COL")
-    for s, p, v in zip(todo, problems, verify_all(task, [s["completion"] for s in todo], problems)):
-        s["correct"] = v.status == "right"
-        s.setdefault("answer", p.answer)
+                            f"{getattr(task, 'name', task)!r} and the file has no gold-answer column; map gold=COL")
+    for s, verdict in zip(samples, verify_all(task, [s["completion"] for s in samples], problems)):
+        if reverify or "correct" not in s:
+            s["correct"] = verdict.status == "right"
+        s.setdefault("answer", verdict.answer)
     return samples
 
 
-def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None) -> list[dict]:
-    """Samples rows from a file in any supported format (module docstring), ready for pass@k."""
+def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
+             rule: Rule = None, reverify: bool = False) -> list[dict]:
+    """Samples rows from a file in any supported format (module docstring), ready for pass@k; a run
+    folder (:mod:`rlvr.eval.run_folders`) gives all its steps' rows together (:func:`load_steps` per step)."""
+    if Path(path).is_dir():
+        return [row for rows in load_steps(path, fmt, columns, task, rule, reverify).values() for row in rows]
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
+    if reverify and task is None:
+        raise UserError("--reverify re-scores completions with a task's verifier; pass --task NAME too")
     cols = parse_columns(columns)
     if fmt == "rlvr" or (fmt == "auto" and Path(path).suffix.lower() == ".jsonl" and not cols and _is_rlvr(path)):
         return load_samples(path)
@@ -228,15 +259,26 @@ def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, ta
         fmt = "table" if cols and not _known(rows) else detect(rows, path)
     if fmt == "rlvr":
         return load_samples(path)
-    m = column_map(rows, fmt, cols, task, path)
-    samples = to_samples(rows, m, fmt, path)
+    if fmt == "counts":
+        return counts_to_samples(rows, cols, path)
+    if fmt in FLATTEN:
+        rows = [FLATTEN[fmt](r) for r in rows]
+    mapping = column_map(rows, fmt, cols, task, path)
+    samples = to_samples(rows, mapping, fmt, path, rule, use_file_correctness=not reverify)
     if task is not None:
-        samples = verify_with_task(samples, task, path)
+        samples = verify_with_task(samples, task, path, reverify)
     for i, s in enumerate(samples, start=1):
-        if "correct" not in s and "reward" not in s:
-            raise UserError(f"{path} row {i}: no correctness (empty reward); map correct=COL or pass --task NAME")
+        if s.get("correct") is None:
+            raise UserError(f"{path} row {i}: no correctness (empty score); map correct=COL or pass --task NAME")
         validate_row(s, f"{path} row {i}")
     return samples
+
+
+def load_steps(folder: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
+               rule: Rule = None, reverify: bool = False) -> dict[int, list[dict]]:
+    """step -> samples rows of a run folder's dump files (:func:`rlvr.eval.run_folders.step_files`)."""
+    return {step: [row for f in files for row in load_any(f, fmt, columns, task, rule, reverify)]
+            for step, files in step_files(folder).items()}
 
 
 def _known(rows: list[dict]) -> bool:

@@ -1,4 +1,4 @@
-"""PNG figures from eval.json blocks: pass@k curves, support bars, entropy pairs.
+"""PNG figures from eval.json blocks: pass@k curves, support bars, entropy pairs, pass@k by step.
 
 Each ``plot_*`` takes the dicts produced by :mod:`rlvr.eval.summary` and a path,
 writes one PNG and returns the path. matplotlib is imported lazily (Agg backend).
@@ -96,9 +96,33 @@ def plot_entropy(models: Mapping[str, Block], path: str | os.PathLike[str]) -> P
     return _save(fig, path)
 
 
+def plot_pass_at_k_by_step(per_step: Mapping[str, Block], path: str | os.PathLike[str]) -> Path:
+    """pass@k against the training step (one line per k, its bootstrap CI as a band), from the
+    ``per_step`` blocks of a run folder's result (:func:`rlvr.eval.steps.summarize_steps`)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps = sorted(per_step, key=int)
+    for k in per_step[steps[0]]["pass_at_k"]:
+        xs = [int(s) for s in steps]
+        ax.plot(xs, [per_step[s]["pass_at_k"][k] for s in steps], marker="o", ms=3, label=f"pass@{k}")
+        if all(k in (per_step[s].get("pass_at_k_ci") or {}) for s in steps):
+            ax.fill_between(xs, [per_step[s]["pass_at_k_ci"][k][0] for s in steps],
+                            [per_step[s]["pass_at_k_ci"][k][1] for s in steps], alpha=0.15)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("pass@k")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 def plot_all(result: Block, out_dir: str | os.PathLike[str]) -> list[Path]:
-    """Every figure that applies to an eval.json result (one model or a base/trained pair)."""
+    """Every figure that applies to an eval.json result (one model, a base/trained pair, or a run
+    folder's steps: pass_at_k_by_step.png and the pooled block's figures)."""
     out = Path(out_dir)
+    if "per_step" in result:
+        return [plot_pass_at_k_by_step(result["per_step"], out / "pass_at_k_by_step.png"),
+                *plot_all(result["pooled"], out)]
     models = (
         {"base": result["base"], "trained": result["trained"]} if "support" in result else {"model": result}
     )

@@ -4,7 +4,9 @@ One JSON object per line, one line per completion. Only ``problem_id`` and one o
 ``correct`` / ``reward`` are required, so samples from other tools can be
 evaluated; every other known field is type-checked when present (a ``null``
 counts as absent for the optional numeric fields). A row is correct when
-``correct`` is true, or, when only ``reward`` is present, when reward > 0.
+``correct`` is true, or, when only ``reward`` is present, when reward > 0. ``answer`` is the
+model's own parsed answer (null: nothing parsed); ``gold`` the reference answer, which no
+statistic reads.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "problem_id": ((str,), False, "a string"),
     "completion": ((str,), False, "a string"),
     "answer": ((str,), True, "a string or null"),
+    "gold": ((str,), True, "a string or null"),
     "reward": ((int, float), True, "a number"),
     "correct": ((bool,), False, "true or false"),
     "num_tokens": ((int,), False, "a non-negative integer"),

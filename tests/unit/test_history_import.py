@@ -94,3 +94,18 @@ def test_run_dirs_with_old_flat_or_namespaced_names_fit_the_same(tmp_path) -> No
     _, C_old, R_old = load_run_curve(tmp_path / "old")
     _, C_new, R_new = load_run_curve(tmp_path / "new")
     assert np.array_equal(C_old, C_new) and np.array_equal(R_old, R_new) and len(C_old) == 6
+
+
+def test_prime_rl_and_nemo_rl_key_maps() -> None:
+    """prime-rl: eval/<env>/all/<agent>/avg@G and cumulative progress/total_tokens; NeMo-RL:
+    validation/accuracy and per-step train/total_num_tokens (summed). Keys as their W&B histories hold them."""
+    prime = [{"_step": 0.0, "step": 0.0, "progress/total_tokens": 0.0, "eval/gsm8k/all/agent/avg@8": 0.25},
+             {"_step": 1.0, "step": 1.0, "progress/total_tokens": 1000.0, "train/agg/all/reward/mean": 0.3},
+             {"_step": 2.0, "step": 2.0, "progress/total_tokens": 2500.0, "eval/gsm8k/all/agent/avg@8": 0.5}]
+    assert detect_framework(prime) == "prime-rl"
+    lines = to_metrics(prime, FIX)
+    assert [(r["tokens"], r.get("heldout_pass_rate")) for r in lines] == [(0.0, 0.25), (1000.0, None), (2500.0, 0.5)]
+    nemo = [{"_step": 1.0, "train/total_num_tokens": 400.0},
+            {"_step": 2.0, "train/total_num_tokens": 600.0, "validation/accuracy": 0.4}]
+    assert detect_framework(nemo) == "nemo-rl"
+    assert [(r["tokens"], r.get("heldout_pass_rate")) for r in to_metrics(nemo, FIX)] == [(400.0, None), (1000.0, 0.4)]

@@ -211,3 +211,12 @@ def test_flat_and_namespaced_names_read_the_same():
     assert new["eval/pass_rate"] == 0.4 and new["completions/mean_length"] == 30.0
     assert flat(new) == old and flat(old) == old
     assert len(set(NAMESPACED.values())) == len(NAMESPACED)  # one name per key: reversible
+
+
+def test_tokens_is_not_sent_as_trls_num_tokens_but_old_logs_still_read():
+    """TRL's num_tokens counts prompt + completion tokens seen (trl/trainer/grpo_trainer.py); rlvr's tokens count
+    generated tokens plus trained tokens x ppo_epochs: another quantity, so not under TRL's name."""
+    from rlvr.metric_names import flat, namespaced
+
+    assert namespaced("tokens") == "rlvr/tokens"
+    assert flat({"num_tokens": 7.0}) == {"tokens": 7.0} == flat({"rlvr/tokens": 7.0})

@@ -39,8 +39,8 @@ def _check_limits(limits: dict) -> None:
 def _reward(result: SandboxResult, partial: bool) -> float:
     if not result.tests_total:
         return 0.0
-    if partial:
-        return result.tests_passed / result.tests_total
+    if partial:  # the harness already refuses a count past the total; clamped here too
+        return min(max(result.tests_passed, 0), result.tests_total) / result.tests_total
     return float(result.tests_passed == result.tests_total and result.reason == "ok")
 
 

@@ -14,6 +14,13 @@
   builtins, the frames and the pass count all live here; it reports ``{passed, total}`` on a pipe
   only the caller holds. It is made non-dumpable (no ptrace, no ``/proc/<pid>/mem``).
 
+The caller believes a report only from a runner that exited 0 and wrote exactly one line, carrying
+this run's secret nonce and a pass count in ``0..len(tests)``; anything else is ``tampered`` (the
+fallback's only way to reach the runner: docs/sandbox.md). Every line the solution writes is decoded
+in bounded time and depth (:mod:`rlvr.rewards.plaindata`), a StopIteration it raises is a solution
+error (not the end of an ``all(map(...))``), and a NaN or infinite float it returns fails the test
+unless some test names ``inf``, ``nan``, ``isinf``, ``isnan`` or ``isfinite``.
+
 So an object whose ``__eq__`` is always true, an ``int`` subclass, a patched builtin or
 ``AssertionError``, an early ``sys.exit``/``os._exit``, a forged report on any descriptor, or a
 look at the harness's frames cannot turn a failing test into a pass: the first two cannot be sent,
@@ -32,6 +39,8 @@ import inspect
 import json
 import math
 import os
+import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -54,6 +63,7 @@ from rlvr.rewards.sandbox import (
 MAX_LINE = 1 << 20  # longest message (bytes) the runner reads from the server
 REQ_FD, RSP_FD = 4, 3  # the server's ends: requests in, answers out
 _STOP_REASONS = {"timeout", "cpu_limit", "memory", "output_limit", "crashed", "killed", "blocked"}
+_NON_FINITE = re.compile(r"\b(?:inf|infinity|nan|isinf|isnan|isfinite)\b", re.IGNORECASE)
 _CODEC = inspect.getsource(plaindata).split("from __future__ import annotations\n", 1)[1]
 
 # The two programs (sandbox_programs/): the solution server runs inside the sandbox after the lines
@@ -73,16 +83,27 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _parse_report(raw: bytes) -> dict | None:
+def _read_report(raw: bytes, returncode: int | None, nonce: str, total: int) -> tuple[dict | None, bool]:
+    """``(report, tampered)`` from the runner's output and exit status (None: we stopped it at the
+    deadline). A report counts only from a runner that exited 0 and wrote exactly one JSON line
+    with this run's ``nonce``, ``total`` tests and ``0 <= passed <= total``. No report, not tampered:
+    stopped by us, or exited > 0 (the runner's own error). Tampered: killed by a signal we did not
+    send, or any other output (a second line, a forged or out-of-range count, a wrong nonce)."""
+    if returncode is None or returncode > 0:
+        return None, False
     try:
-        got = json.loads(raw.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None
-    ok = isinstance(got, dict) and isinstance(got.get("passed"), int) and isinstance(got.get("total"), int)
-    return got if ok else None
+        report = json.loads(raw) if returncode == 0 and raw.count(b"\n") == 1 and raw.endswith(b"\n") else None
+    except ValueError:
+        report = None
+    good = (type(report) is dict and report.get("nonce") == nonce and report.get("total") == total
+            and type(report.get("passed")) is int and 0 <= report["passed"] <= total
+            and type(report.get("errors")) is list)
+    return (report, False) if good else (None, True)
 
 
-def _reason(server: SandboxResult, report: dict | None) -> str:
+def _reason(server: SandboxResult, report: dict | None, tampered: bool) -> str:
+    if tampered:
+        return "tampered"
     if report is None:
         return server.reason if server.reason in _STOP_REASONS else "sandbox_error"
     if not report.get("context_ok", True):
@@ -106,7 +127,8 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
     bounds the whole run. The result's ``reason``: ``ok`` (every test passed), ``failed``,
     ``incomplete`` (the solution's process ended before the tests did), a stop reason of the
     sandbox (``timeout``, ``cpu_limit``, ``memory``, ``output_limit``, ``crashed``, ``killed``,
-    ``blocked``) or ``sandbox_error``; ``tests_passed``/``tests_total`` count the tests.
+    ``blocked``), ``tampered`` (the runner was killed or its report forged: the fallback only) or
+    ``sandbox_error``; ``tests_passed``/``tests_total`` count the tests (``0 <= passed <= total``).
     """
     tests = list(tests)
     lim = check_limits(**limits)
@@ -117,7 +139,9 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
     work = tempfile.mkdtemp(prefix="rlvr-tests-")
     cfg = {"req": req_w, "rsp": rsp_r, "max_line": MAX_LINE, "cpu": math.ceil(lim["timeout_s"]) + 1,
            "memory": max(lim["memory_mb"], 1024) << 20}
-    payload = json.dumps({"context": context, "tests": tests,
+    nonce = secrets.token_hex(16)  # the runner's report must carry it; the solution never sees it
+    payload = json.dumps({"context": context, "tests": tests, "nonce": nonce,
+                          "finite_only": not any(_NON_FINITE.search(test) for test in tests),
                           "entry_points": None if entry_points is None else list(entry_points)}).encode()
     runner = None
     try:
@@ -138,11 +162,11 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
         server = run_program(program, iso, fds=fds, done=lambda: runner.poll() is not None, **lim)
         left = max(0.5, lim["timeout_s"] + 1.0 - (time.monotonic() - t0))
         try:
-            raw = runner.communicate(timeout=left)[0]
+            raw, returncode = runner.communicate(timeout=left)[0], runner.returncode
         except subprocess.TimeoutExpired:
             _stop(runner)
-            raw = b""
-        report = _parse_report(raw)
+            raw, returncode = b"", None
+        report, tampered = _read_report(raw, returncode, nonce, len(tests))
     except BaseException:
         if runner is not None:
             _stop(runner)
@@ -152,8 +176,9 @@ def run_tests(solution: str, tests: Sequence[str], *, context: str = "",
             if fd is not None:
                 os.close(fd)
         shutil.rmtree(work, ignore_errors=True)
-    reason = _reason(server, report)
-    errors = "\n".join(report.get("errors", [])) if report else "the test runner did not report"
+    reason = _reason(server, report, tampered)
+    errors = ("\n".join(map(str, report["errors"])) if report else
+              "the test runner was killed or its report forged" if tampered else "the test runner did not report")
     stderr = (server.stderr + ("\n" if server.stderr else "") + errors)[-8000:]
     return replace(server, ok=reason == "ok", reason=reason, stderr=stderr, wall_s=time.monotonic() - t0,
                    tests_passed=report["passed"] if report else 0, tests_total=len(tests))

@@ -26,19 +26,22 @@ Isolation backends, chosen at run time (``isolation="auto"``: first that works):
   secrets in temp dirs) are invisible; nothing the program writes reaches the host.
 - ``none`` (fallback, with a one-time RuntimeWarning): resource limits only, plus a
   ``sys.addaudithook`` guard inside the child that exits with reason ``blocked`` on
-  network calls, process creation, signals to other processes, reads outside the
+  network calls, process creation, ``os.kill`` of other processes, reads outside the
   sandbox dir / interpreter / system libraries, and writes/deletes/chdir outside the
-  sandbox dir.
+  sandbox dir; and a kernel-side guard that ``ctypes`` cannot skip (``boot.py``): a seccomp
+  filter under which signals reach only the program itself or its group and ptrace-like calls
+  fail, and, as root without the uid drop, no capabilities (the test runner's ``/proc`` entries
+  stay shut).
 
 What it does NOT protect against. It is not a security boundary against a determined
 attacker: kernel exploits, side channels and namespace escapes are out of scope; in the
-fallback, ``ctypes`` calls libc directly and bypasses the audit hook entirely (the
-filesystem is then readable and writable wherever the process's uid may, the network is
-reachable, and as root without a privilege drop (interpreter in a directory only root can
-enter, e.g. /root/.pyenv) the process limit does not apply and a ctypes-forked process
-that calls setsid() outlives the run (with the drop, every process of the run's uid is
-killed at the end); for a non-root caller the fallback's process limit counts every
-process of the caller's uid, and the setsid escape applies too. tmpfs usage (at most
+fallback, ``ctypes`` calls libc directly and bypasses the audit hook (the filesystem is then
+readable and writable wherever the process's uid may, the network is reachable, and as root
+without a privilege drop (interpreter in a directory only root can enter, e.g. /root/.pyenv)
+the process limit does not apply and a ctypes-forked process that calls setsid() outlives the
+run (with the drop, every process of the run's uid is killed at the end); for a non-root caller
+the fallback's process limit counts every process of the caller's uid, and the setsid escape
+applies too. docs/sandbox.md lists these holes with what closes each. tmpfs usage (at most
 ``4 * max_file_mb`` MB each for /sandbox and the root) is memory not counted by
 ``memory_mb``. The unit-test harness built on it (:mod:`rlvr.rewards.harness`) keeps the tests
 and their verdicts out of the sandbox altogether.
@@ -69,7 +72,7 @@ from typing import Any
 from rlvr.errors import UserError
 
 REASONS = ("ok", "failed", "error", "incomplete", "timeout", "cpu_limit", "memory", "output_limit",
-           "crashed", "killed", "blocked", "sandbox_error")
+           "crashed", "killed", "blocked", "tampered", "sandbox_error")
 ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 BLOCKED_EXIT = 113  # exit status of the fallback audit guard
 UID_BASE = 1 << 30  # sandboxed programs started by root run as UID_BASE + randbelow(2**24)

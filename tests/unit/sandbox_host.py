@@ -24,6 +24,42 @@ TOKEN = "tok-" + "91ab"  # an environment secret of the host
 _BOOT_MARK = "cfg = json.loads(sys.argv[1])"  # in the cmdline of every sandboxed process
 
 
+# Source an attack uses to find the test runner (outside the sandbox) through /proc, with ctypes
+# past the fallback's audit hook: ``_runners()`` lists the pids whose command line holds the runner.
+FIND_RUNNER = '''
+import ctypes as _ct, os as _os
+_libc = _ct.CDLL(None)
+def _runners():
+    buf, found = _ct.create_string_buffer(1 << 16), []
+    for pid in range(max(2, _os.getpid() - 400), _os.getpid() + 50):
+        fd = _libc.open(f"/proc/{pid}/cmdline".encode(), 0)
+        if fd >= 0:
+            n = _libc.read(fd, buf, 1 << 16)
+            _libc.close(fd)
+            if b"report_fd" in buf.raw[:max(n, 0)]:
+                found.append(pid)
+    return found
+'''
+
+
+def forge_report(name: str, *, passed: int, total: int) -> str:
+    """A solution whose function ``name`` forges the verdict: it stops each test runner it finds,
+    writes a report of ``passed``/``total`` into every descriptor of it (its stdout, which the
+    caller reads, among them) and kills it. Under ``none``, b87d620 believed it."""
+    line = f'{{"passed": {passed}, "total": {total}, "errors": [], "gone": null, "context_ok": true}}\n'.encode()
+    return FIND_RUNNER + f'''
+def {name}(*args):
+    for pid in _runners():
+        _libc.kill(pid, 19)
+        for fd in range(3, 32):
+            w = _libc.open(f"/proc/{{pid}}/fd/{{fd}}".encode(), 1)
+            if w >= 0:
+                _libc.write(w, {line!r}, {len(line)})
+        _libc.kill(pid, 9)
+    return 0
+'''
+
+
 def sandbox_pids(run_root: Path) -> list[int]:
     """Sandboxed processes of runs created under ``run_root`` (their cmdline names the run dir)."""
     pids = []

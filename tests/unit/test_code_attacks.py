@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from rlvr.rewards.code import score_code
-from tests.unit.sandbox_host import BACKENDS, SECRET, TOKEN
+from tests.unit.sandbox_host import BACKENDS, FIND_RUNNER, SECRET, TOKEN, forge_report
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
@@ -36,6 +36,15 @@ def _learn(text):
         _ANSWERS[(int(a), int(b))] = int(want)
 def add(a, b):
     return _ANSWERS.get((a, b), 0)
+'''
+
+# A server of the solution's own: sends the hello, then answers every request with ``_ANSWER``.
+_OWN_SERVER = '''
+import os
+os.write(3, b'{"names": ["add"], "error": null}\\n')
+_requests = os.fdopen(4, "rb")
+while _requests.readline():
+    os.write(3, _ANSWER)
 '''
 
 ATTACKS: dict[str, str] = {
@@ -165,6 +174,13 @@ ATTACKS: dict[str, str] = {
         def add(a, b):
             return 0
     """),
+    "forge_report_through_proc": forge_report("add", passed=3, total=3),  # b87d620: 1.0 under none
+    "kill_the_runner": FIND_RUNNER + _p(r"""
+        def add(a, b):
+            for pid in _runners():
+                _libc.kill(pid, 9)
+            return 0
+    """),  # b87d620 under none: the runner dead, sandbox_error (HumanEvalTask.verify raised)
     "atexit_forge": _p(r"""
         import atexit, os
         atexit.register(lambda: print('{"passed": 3, "total": 3}'))
@@ -291,6 +307,18 @@ ATTACKS: dict[str, str] = {
         def add(a, b):
             return 10 ** 100000
     """),
+    # b87d620: RecursionError in the runner, sandbox_error (HumanEvalTask.verify raised on model output)
+    "deep_json_hello": _p(r"""
+        import os
+        os.write(3, b'[' * 200000 + b'\n')
+        def add(a, b):
+            return a + b
+    """),
+    "deep_json_answer": "_ANSWER = b'{\"ok\": ' + b'[' * 200000 + b'\\n'" + _OWN_SERVER,
+    # 38,000 integers of one hash (k + i * (2**61 - 1)): b87d620 decoded them in O(n^2) in the runner,
+    # outside the sandbox's limits, until the timeout
+    "colliding_hash_set": ("_ANSWER = ('{\"ok\": {\"s\": [' + ','.join(str(7 + i * ((1 << 61) - 1)) "
+                           "for i in range(38000)) + ']}}\\n').encode()" + _OWN_SERVER),
     "self_referential_result": _p(r"""
         def add(a, b):
             x = []
@@ -415,6 +443,12 @@ ATTACKS: dict[str, str] = {
                 lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
                 _learn(_read(f'/proc/{p}/mem', lo, min(hi - lo, 1 << 22)).decode('latin-1'))
     """),
+    "ctypes_kill_host_process": _p(r"""
+        import ctypes
+        ctypes.CDLL(None).kill({PID}, 9)  # b87d620 under none: the host process died
+        def add(a, b):
+            return 0
+    """),
     "ctypes_read_secret": _p(r"""
         import ctypes
         libc = ctypes.CDLL(None)
@@ -428,13 +462,11 @@ ATTACKS: dict[str, str] = {
     """),
 }
 
-# What the fallback (no namespaces: resource limits and an audit hook) cannot stop. ctypes calls
-# libc directly, past the audit hook; as root without a privilege drop, /proc/<pid>/mem of the
-# test runner is readable too.
+# What the fallback (no namespaces: resource limits, an audit hook, a seccomp filter on signals and
+# ptrace, no capabilities as root) cannot stop: ctypes calls libc directly, past the audit hook, so
+# files the run's uid may read are read.
 FALLBACK_HOLES = {
     "ctypes_read_secret": "ctypes bypasses the audit hook: host files readable by the run's uid leak",
-    "ctypes_runner_memory": "ctypes bypasses the audit hook; as root without a uid drop (an interpreter "
-                            "only root can enter), the test runner's memory, which holds the tests, is readable",
 }
 # Reasons that must be reported (the rest only have to score 0 and not be "ok").
 REASONS = {
@@ -442,6 +474,9 @@ REASONS = {
     "ignore_signals_and_spin": {"cpu_limit", "timeout"},
     "output_bomb": {"output_limit"},
     "ctypes_segfault": {"crashed", "incomplete"},
+    "colliding_hash_set": {"failed"},  # refused at once, not decoded until the timeout
+    "deep_json_hello": {"incomplete"},
+    "deep_json_answer": {"incomplete"},
 }
 
 
@@ -464,6 +499,7 @@ def test_attack_scores_zero_and_leaves_the_host_unchanged(name: str, backend: st
         pytest.skip(f"known hole of the fallback: {FALLBACK_HOLES[name]}")
     reward, res = score_code(host.fill(ATTACKS[name]), TESTS, isolation=backend, **LIMITS)
     assert reward == 0.0 and res.reason != "ok", (res.reason, res.tests_passed, res.stderr[-600:])
+    assert res.reason != "sandbox_error", res.stderr[-600:]  # model output never breaks the judge
     assert res.isolation == backend
     assert res.tests_total == 3 and res.tests_passed < 3
     assert SECRET not in res.stdout + res.stderr and TOKEN not in res.stdout + res.stderr
@@ -474,3 +510,34 @@ def test_attack_scores_zero_and_leaves_the_host_unchanged(name: str, backend: st
         assert len(res.stdout) <= LIMITS["max_output"]
     for parent in [host.root, *host.root.parents]:
         assert not (parent / "pwned_up.txt").exists()
+
+
+# Attacks on how a test is written (a user's `tests` column may use these forms): each scores 0,
+# while `a + b` passes the same tests.
+TEST_FORM_ATTACKS = {
+    # b87d620: the proxy re-raised StopIteration, which ended the map early: all([]) passed
+    "stop_iteration_ends_all_map": ("def add(a, b):\n    raise StopIteration",
+                                    ["assert all(map(lambda ab: add(*ab) == sum(ab), [(2, 3), (10, -4)]))"]),
+    # b87d620: NaN > tol is False, so `not ... > tol` passed
+    "nan_passes_not_greater": ("def add(a, b):\n    return float('nan')", ["assert not abs(add(2, 3) - 5) > 1e-9"]),
+    "infinity_passes_a_bound": ("def add(a, b):\n    return float('inf')", ["assert add(2, 3) > 4"]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(TEST_FORM_ATTACKS))
+def test_attack_on_the_form_of_a_test_scores_zero(name: str, backend: str) -> None:
+    code, tests = TEST_FORM_ATTACKS[name]
+    reward, res = score_code(code, tests, isolation=backend, **LIMITS)
+    assert (reward, res.reason) == (0.0, "failed"), res.stderr[-600:]
+    assert "SolutionError" in res.stderr
+    honest, res = score_code("def add(a, b):\n    return a + b", tests, isolation=backend, **LIMITS)
+    assert honest == 1.0, res.stderr[-600:]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_forged_pass_count_scores_nothing_with_partial_credit(backend: str) -> None:
+    """b87d620 under none: the forged 333,333 passes of 3 tests gave reward 111,111 with partial=True."""
+    forged = forge_report("add", passed=333333, total=3)
+    reward, res = score_code(forged, TESTS, isolation=backend, partial=True, **LIMITS)
+    assert reward == 0.0 and 0 <= res.tests_passed <= res.tests_total == 3, (res.reason, res.tests_passed)

@@ -49,6 +49,7 @@ def _attack(name: str, host: Host) -> tuple[str, dict]:
         "delete_files": (f"import os, shutil\nos.remove({victim + '/keep.txt'!r})\n"
                          f"shutil.rmtree({victim!r})", {}),
         "kill_host_process": (f"import os, signal\nos.kill({pid}, signal.SIGKILL)", {}),
+        "kill_host_process_ctypes": (f"import ctypes\nassert ctypes.CDLL(None).kill({pid}, 9) == 0, 'refused'", {}),
         "daemonize": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n"
                       "time.sleep(30)", {"timeout_s": 0.7}),
     }
@@ -72,6 +73,8 @@ EXPECT = {
     "segfault": ({"crashed"}, {"crashed"}),
     "delete_files": ({"error"}, {"blocked"}),
     "kill_host_process": ({"error"}, {"blocked"}),
+    # fallback: the seccomp filter refuses a signal to another process (b87d620: ok, the host process died)
+    "kill_host_process_ctypes": ({"error"}, {"error"}),
     "daemonize": ({"timeout"}, {"blocked"}),
 }
 

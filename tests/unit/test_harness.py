@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
+from rlvr.rewards import sandbox as sbx
 from rlvr.rewards.code import score_code, score_io
-from rlvr.rewards.harness import normalise_output, run_tests
+from rlvr.rewards.harness import _read_report, normalise_output, run_tests
+from tests.unit.sandbox_host import forge_report
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
+TESTS3 = ["assert add(2, 3) == 5", "assert add(10, -4) == 6", "assert add(7, 7) == 14"]
 
 
 def test_plain_values_of_every_kind_cross_and_compare_with_builtin_semantics() -> None:
@@ -75,3 +79,59 @@ def test_io_cases_compare_normalised_output_outside_the_sandbox() -> None:
 def test_normalise_output() -> None:
     assert normalise_output("a  b \r\n c\n\n") == ["a b", "c"]
     assert normalise_output("") == []
+
+
+def test_a_report_counts_only_from_a_clean_runner_with_one_line_and_the_nonce() -> None:
+    good = b'{"passed": 2, "total": 3, "errors": [], "nonce": "n1"}\n'
+    assert _read_report(good, 0, "n1", 3) == (json.loads(good), False)
+    assert _read_report(b"", None, "n1", 3) == (None, False)  # stopped by us at the deadline
+    assert _read_report(b"Traceback", 1, "n1", 3) == (None, False)  # the runner's own error
+    passed = [good.replace(b'"passed": 2', b'"passed": ' + n) for n in (b"333333", b"-1", b"2.5", b"true")]
+    tampered = [(good, -9), (good.replace(b"n1", b"n2"), 0), (good + good, 0), (b"{}\n" + good, 0),
+                *((raw, 0) for raw in passed), (good.replace(b'"total": 3', b'"total": 1'), 0), (good.rstrip(), 0),
+                (b"not json\n", 0)]
+    for raw, returncode in tampered:  # b87d620 read the last line of any of these as the verdict
+        assert _read_report(raw, returncode, "n1", 3) == (None, True), raw
+
+
+def test_with_the_kernel_guard_off_a_forged_report_is_still_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine without seccomp: the fallback's solution can then reach the runner (as root without
+    the uid drop, as here) or kill it (same uid); the report check alone must refuse the verdict."""
+    unguarded = sbx._BOOT.replace("    _harden(os.getpid())\n", "")
+    assert unguarded != sbx._BOOT
+    monkeypatch.setattr(sbx, "_BOOT", unguarded)
+    for passed in (3, 333333):
+        reward, res = score_code(forge_report("add", passed=passed, total=3), TESTS3, isolation="none",
+                                 partial=True, timeout_s=5)
+        assert reward == 0.0 and res.reason in ("tampered", "failed"), (res.reason, res.stderr[-300:])
+        assert res.tests_passed == 0
+
+
+def test_stop_iteration_from_the_solution_is_a_solution_error() -> None:
+    sol = "def nxt(xs):\n    raise StopIteration\n"
+    r = run_tests(sol, ["assert all(map(nxt, [[1], [2]]))", "assert [nxt(x) for x in [[1]]] == [1]"], timeout_s=10)
+    assert (r.reason, r.tests_passed) == ("failed", 0), r.stderr
+    assert "SolutionError: nxt raised StopIteration" in r.stderr
+
+
+def test_non_finite_floats_fail_unless_a_test_names_them() -> None:
+    sol = "def f(x):\n    return [x / 2, float(x) * 1e308 * 10]\n"
+    assert run_tests(sol, ["assert f(2)[0] == 1.0"], timeout_s=10).reason == "failed"  # the inf anywhere fails
+    named = ["assert f(2) == [1.0, float('inf')]", "import math\nassert math.isinf(f(1)[1])"]
+    assert run_tests(sol, named, timeout_s=10).reason == "ok"
+    nan = "def g():\n    return float('nan')\n"
+    assert run_tests(nan, ["import math\nassert math.isnan(g())"], timeout_s=10).reason == "ok"
+    assert run_tests(nan, ["assert not g() > 0"], timeout_s=10).reason == "failed"
+
+
+def test_every_line_the_solution_writes_is_decoded_in_bounded_time() -> None:
+    """Deep, huge-int and colliding-hash answers are protocol breaks or malformed values, at once."""
+    answers = {"b'[' * 200000": "incomplete", "b'{\"ok\": ' + b'[' * 900 + b']' * 900 + b'}'": "incomplete",
+               "b'{\"ok\": ' + b'9' * 5000 + b'}'": "incomplete",
+               "('{\"ok\": {\"d\": [' + ','.join(f'[{7 + i * ((1 << 61) - 1)}, 0]' for i in range(30000)) + ']}}')"
+               ".encode()": "failed"}
+    for answer, reason in answers.items():
+        sol = (f"import os\nos.write(3, b'{{\"names\": [\"f\"], \"error\": null}}\\n')\n_r = os.fdopen(4, 'rb')\n"
+               f"while _r.readline():\n    os.write(3, {answer} + b'\\n')\n")
+        r = run_tests(sol, ["assert f(1) == 1", "assert f(2) == 2"], timeout_s=10)
+        assert r.reason == reason and r.wall_s < 3, (answer[:40], r.reason, r.wall_s, r.stderr[-300:])

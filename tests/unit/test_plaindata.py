@@ -7,7 +7,17 @@ import math
 
 import pytest
 
-from rlvr.rewards.plaindata import MAX_DEPTH, NotPlain, dumps, from_wire, loads, to_wire
+from rlvr.rewards.plaindata import (
+    MAX_DEPTH,
+    MAX_JSON_DEPTH,
+    MAX_SHARED_HASH,
+    NotPlain,
+    dumps,
+    from_wire,
+    json_depth_ok,
+    loads,
+    to_wire,
+)
 
 
 @pytest.mark.parametrize("value", [
@@ -73,3 +83,34 @@ def test_wire_form_is_one_json_line() -> None:
     line = dumps({"a": (1, b"x")})
     assert "\n" not in line and json.loads(line) == to_wire({"a": (1, b"x")})
     assert from_wire(json.loads(line)) == {"a": (1, b"x")}
+
+
+def test_json_depth_is_measured_before_parsing() -> None:
+    assert json_depth_ok(b"[[1, {\"a\": [2]}]]", limit=4) and not json_depth_ok(b"[[1, {\"a\": [2]}]]", limit=3)
+    assert json_depth_ok(b'["[[[[", "\\"]]]]", {"k": "{{{{"}]', limit=2)  # brackets in strings do not count
+    deepest = dumps(_nested(MAX_DEPTH))
+    assert json_depth_ok(b'{"ok": ' + deepest.encode() + b"}")  # the deepest plain value fits
+    for line in (b"[" * 200_000, b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1)):
+        assert not json_depth_ok(line)
+        with pytest.raises(NotPlain):  # b87d620 parsed first: RecursionError inside json.loads
+            loads(line)
+
+
+def _nested(depth: int):
+    """``depth`` dicts, each inside the next (None innermost)."""
+    value = None
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def test_keys_sharing_one_hash_are_refused_before_a_set_or_dict_is_built() -> None:
+    """Integers k + i * (2**61 - 1) share a hash: n of them cost n^2 / 2 comparisons to insert."""
+    collide = [7 + i * ((1 << 61) - 1) for i in range(MAX_SHARED_HASH + 1)]
+    assert loads(dumps(set(collide[:MAX_SHARED_HASH]))) == set(collide[:MAX_SHARED_HASH])
+    assert loads(dumps({-1, -2})) == {-1, -2}  # hash(-1) == hash(-2): a natural collision passes
+    for value in (set(collide), frozenset(collide), dict.fromkeys(collide, 0)):
+        with pytest.raises(NotPlain, match="share one hash"):  # b87d620 built them
+            loads(dumps(value))
+    with pytest.raises(NotPlain, match="share one hash"):  # duplicates the encoder never sends
+        loads('{"s": [1, 1, 1, 1, 1, 1, 1, 1, 1]}')

@@ -1,5 +1,5 @@
 
-import builtins, json, keyword, os, resource, sys
+import builtins, json, keyword, math, os, resource, sys
 cfg = json.loads(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (cfg["memory"], cfg["memory"]))
 resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpu"], cfg["cpu"] + 1))
@@ -19,7 +19,10 @@ class SolutionGone(Exception):
     """The solution server ended (or broke the protocol) before answering."""
 
 class SolutionError(Exception):
-    """The solution raised an exception that is not a builtin one."""
+    """The solution raised an exception that is not a builtin one, or one that steers control flow
+    (StopIteration would end an ``all(map(f, xs))`` early, as a pass), or returned a bad value."""
+
+CONTROL_FLOW = (AssertionError, StopIteration, StopAsyncIteration)  # never re-raised as themselves
 
 state = {"gone": None, "calls": 0}
 
@@ -30,14 +33,22 @@ def receive():
     if not line or len(line) > cfg["max_line"] or not line.endswith(b"\n"):
         state["gone"] = "ended" if not line else "message too long"
         raise SolutionGone(state["gone"])
-    try:
-        msg = json.loads(line)
-    except ValueError:
+    try:  # bounded: the nesting is measured before json.loads could recurse
+        msg = json.loads(line) if json_depth_ok(line) else None
+    except Exception:  # any line the solution writes: malformed, huge ints, out of memory
         msg = None
     if type(msg) is not dict or len(msg) not in (1, 2):
         state["gone"] = "broke the protocol"
         raise SolutionGone(state["gone"])
     return msg
+
+def finite(value):
+    """False when a float anywhere in the decoded plain ``value`` is NaN or infinite."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is dict:
+        return all(map(finite, value)) and all(map(finite, value.values()))
+    return all(map(finite, value)) if type(value) in (list, tuple, set, frozenset) else True
 
 def proxy(name):
     def call(*args, **kwargs):
@@ -50,15 +61,18 @@ def proxy(name):
         msg = receive()
         if "ok" in msg:
             try:
-                return from_wire(msg["ok"])
+                value = from_wire(msg["ok"])
             except NotPlain as exc:
                 raise SolutionError(f"{name} returned a malformed value: {exc}") from None
+            if payload["finite_only"] and not finite(value):  # NaN passes `not abs(x - y) > tol`
+                raise SolutionError(f"{name} returned a NaN or infinite float (no test names inf or nan)")
+            return value
         if "bad" in msg:
             raise SolutionError(f"{name} returned a value that is not plain data: {str(msg['bad'])[:200]}")
         kind = msg.get("raised")
         exc = getattr(builtins, kind, None) if type(kind) is str else None
         text = f"{name} raised {str(kind)[:80]}: {str(msg.get('msg', ''))[:200]}"
-        if isinstance(exc, type) and issubclass(exc, Exception) and not issubclass(exc, AssertionError):
+        if isinstance(exc, type) and issubclass(exc, Exception) and not issubclass(exc, CONTROL_FLOW):
             raise exc(text)
         raise SolutionError(text)
     call.__name__ = name
@@ -94,6 +108,6 @@ for i, test in enumerate(payload["tests"]):
         if len(errors) < 5:
             errors.append(f"test {i}: {type(exc).__name__}: {exc}"[:300])
 report = {"passed": passed, "total": len(payload["tests"]), "errors": errors, "gone": state["gone"],
-          "calls": state["calls"], "context_ok": context_ok}
+          "calls": state["calls"], "context_ok": context_ok, "nonce": payload["nonce"]}
 os.write(report_fd, (json.dumps(report) + "\n").encode())
 os._exit(0)

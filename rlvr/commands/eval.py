@@ -69,8 +69,9 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def _check_paths(args: argparse.Namespace) -> None:
-    """The inputs exist (before any other check: a typo in a path is the likeliest mistake)."""
-    from rlvr.commands._common import require_path
+    """The inputs exist (before any other check: a typo in a path is the likeliest mistake), and the
+    outputs can be written (before any sampling)."""
+    from rlvr.commands._common import check_output, require_path
 
     if args.checkpoint:
         require_path(args.checkpoint, "checkpoint", "pass a checkpoint directory (e.g. RUN/checkpoints/step_100) "
@@ -80,6 +81,9 @@ def _check_paths(args: argparse.Namespace) -> None:
     for flag, path in (("--samples", args.samples), ("--base-samples", args.base_samples)):
         if path:
             require_path(path, flag, "pass a samples.jsonl written by `rlvr eval` or `rlvr run`", kind="file")
+    for flag, path, kind in (("--json", args.json, "file"), ("--plots", args.plots, "dir"), ("--out", args.out, "dir")):
+        if path:
+            check_output(path, flag, kind)
 
 
 def saved_task(checkpoint: str) -> tuple[str, Path] | None:

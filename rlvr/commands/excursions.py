@@ -9,7 +9,8 @@ EPILOG = """examples:
   rlvr excursions excursions excursions.steps=8 excursions.milestones=[0.5,1.0]
   rlvr excursions excursions excursions.pipelines=[rl,parallel] excursions.out_dir=runs/exc2
   rlvr excursions excursions excursions.teacher=runs/my_rl/checkpoints/step_000060
-Running it again reuses every finished cell (a cell folder with done.json for the same config).
+Running it again reuses every finished cell (a cell folder with done.json for the same config); an
+out_dir holding anything else (other files, cells of another config) is refused unless --overwrite.
 output: OUT/m<frac>/<pipeline>/{done.json,metrics.jsonl,model/}, OUT/table.md, OUT/table.json,
         OUT/plots/<metric>.png   (OUT = excursions.out_dir)
 """
@@ -22,6 +23,8 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: fastest for the tiny model on a shared CPU)")
     p.add_argument("--no-plots", action="store_true", help="skip the plots")
+    p.add_argument("--overwrite", action="store_true", help="excursions.out_dir may hold other files (deleted) or "
+                   "cells of another config (recomputed); it says what it removes")
 
 
 def run(args) -> int:
@@ -41,7 +44,7 @@ def run(args) -> int:
         require_path(cfg.excursions.teacher, "excursions.teacher:", "pass a checkpoint directory, or \"\" for "
                      "the rl pipeline's result", hub_ok=True)
     quiet = args.quiet
-    table = run_grid(cfg, progress_mode(args) or "plain", note=None if quiet else print)
+    table = run_grid(cfg, progress_mode(args) or "plain", note=None if quiet else print, overwrite=args.overwrite)
     from pathlib import Path
 
     out = Path(cfg.excursions.out_dir)

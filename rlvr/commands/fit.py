@@ -152,11 +152,14 @@ def _ranking_lines(results: list[_RunResult]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvr.commands._common import require_path
+    from rlvr.commands._common import check_output, require_path
     from rlvr.errors import UserError
 
     for p in args.paths:
         require_path(p, "run", "pass an rlvr run directory or a CSV/JSONL file with columns compute,pass_rate")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None:
+            check_output(path, flag)
 
     if args.n_boot < 0:
         raise UserError(f"--n-boot {args.n_boot} is negative; use 0 (no intervals) or more")

@@ -42,6 +42,8 @@ from rlvr.config.loader import (
     load_config,
     load_declaration,
     parse_overrides,
+    parse_yaml,
+    read_mapping,
     read_yaml,
     set_dotted,
     to_dict,
@@ -67,5 +69,5 @@ __all__ = [
     "LossConfig", "ModelConfig", "OptimConfig", "PipelineConfig", "PretrainConfig", "Range", "RewardConfig",
     "RunConfig", "SamplingConfig", "TaskConfig", "TrainConfig", "above", "at_least", "builtin_config_path", "check",
     "check_ranges", "config_hash", "dump_yaml", "from_dict", "load_config", "load_declaration", "parse_overrides",
-    "read_yaml", "set_dotted", "to_dict",
+    "parse_yaml", "read_mapping", "read_yaml", "set_dotted", "to_dict",
 ]

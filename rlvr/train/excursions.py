@@ -14,7 +14,9 @@ Pipelines (from a checkpoint M_t; S = ``excursions.steps`` optimiser steps, R = 
 The teacher (``excursions.teacher``) defaults to the ``rl`` cell of the last milestone (an
 RL-trained final-pretraining model). Every cell is evaluated on held-out target problems
 (pass@1/8/32 from ``eval_samples`` samples at ``eval_temperature``) and on the retention tasks
-(greedy accuracy: general ability). A cell directory with ``done.json`` is reused.
+(greedy accuracy: general ability). A cell directory with ``done.json`` for the same config is
+reused; ``excursions.out_dir`` holding anything else (another folder's files, cells finished under
+another config) is refused unless ``overwrite`` (:func:`claim_out_dir`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +38,7 @@ from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.retention import retention_eval, retention_task
 from rlvr.log import MetricsLog
 from rlvr.model.io import load_policy_as, save_policy
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, claim_new_dir
 from rlvr.train.averaging import parallel_step
 from rlvr.train.pretrain import base_model
 from rlvr.train.sft import batches, distill_pairs, sft_loss, sft_optimizer, sft_pairs, sft_update
@@ -269,9 +272,37 @@ def grid_cells(cfg: RunConfig) -> list[tuple[float, str]]:
     return cells
 
 
-def run_grid(cfg: RunConfig, progress: str = "none", note: Note | None = None) -> dict:
+def claim_out_dir(cfg: RunConfig, keys: dict[tuple[float, str], str], overwrite: bool = False,
+                  note: Note | None = None) -> None:
+    """``excursions.out_dir`` as this grid's folder: missing, empty or an excursions grid whose
+    finished cells (``done.json``) all have this config's ``keys`` ({(milestone, pipeline): key}).
+    Anything else is a UserError naming it, unless ``overwrite``: a folder that is no grid is emptied
+    (:func:`rlvr.paths.claim_new_dir`); cells of another config are recomputed, with a note."""
+    out = Path(cfg.excursions.out_dir)
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    is_grid = (out / "table.json").is_file() or any(out.glob("m*/*/config.yaml"))
+    if not is_grid:
+        claim_new_dir(out, overwrite, "excursions.out_dir")
+        return
+    other = []
+    for (m, pipeline), key in keys.items():
+        f = cell_dir(cfg, m, pipeline) / "done.json"
+        if f.is_file() and read_done(cell_dir(cfg, m, pipeline), key) is None:
+            other.append(f"m{m:.2f}/{pipeline}")
+    if not other:
+        return
+    if not overwrite:
+        raise UserError(f"excursions.out_dir {out} holds cells finished under another config ({', '.join(other)}); "
+                        "give another excursions.out_dir, or pass --overwrite to recompute them")
+    if note:
+        note(f"--overwrite: recomputing {len(other)} cells of another config: {', '.join(other)}")
+
+
+def run_grid(cfg: RunConfig, progress: str = "none", note: Note | None = None, overwrite: bool = False) -> dict:
     """Every (milestone, pipeline) cell (finished ones reused); writes table.json and table.md.
-    ``model.dtype=auto`` is resolved once, here, so every cell (and its key) names the precision it ran in."""
+    ``model.dtype=auto`` is resolved once, here, so every cell (and its key) names the precision it ran in.
+    A folder that holds anything else is refused unless ``overwrite`` (:func:`claim_out_dir`)."""
     cfg, prec = resolve_precision(cfg)
     if note:
         note(prec.line())
@@ -280,6 +311,8 @@ def run_grid(cfg: RunConfig, progress: str = "none", note: Note | None = None) -
     teacher = Path(ex.teacher) if ex.teacher else cell_dir(cfg, max(ex.milestones), "rl") / "model"
     if ex.teacher and not teacher.exists():
         raise UserError(f"excursions.teacher={ex.teacher}: no such checkpoint; give a directory with a model")
+    claim_out_dir(cfg, {(m, p): cell_key(cfg, p, starts[m], teacher) for m, p in grid_cells(cfg)}, overwrite,
+                  note or (lambda line: print(line, file=sys.stderr)))
     t0 = time.time()
     rows = [run_cell(cfg, m, p, starts[m], teacher, note) for m, p in grid_cells(cfg)]
     order = ("base", *ex.pipelines)

@@ -181,10 +181,19 @@ def replace_dir(tmp: Path, final: Path) -> Path:
     return final
 
 
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The UTF-8 text of ``path``; a UserError naming it when it is not text (a binary file)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a text file "
+                        "(JSON lines, CSV)") from None
+
+
 def iter_jsonl(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line of ``path`` (or of ``text``, named ``path`` in
     errors); a line that is not a JSON object raises UserError naming ``path:line``."""
-    lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
+    lines = (read_text(path) if text is None else text).splitlines()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue

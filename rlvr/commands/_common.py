@@ -11,6 +11,7 @@ class DefaultConfig(str):
 
 
 def add_config_args(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    p.set_defaults(default_config=default)
     p.add_argument("config", nargs="?", default=DefaultConfig(default) if default else None,
                    help=f"YAML file or built-in config name (default: {default or 'the built-in defaults'})")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. loss.eps_high=0.28 train.steps=20")
@@ -23,10 +24,12 @@ def progress_mode(args) -> str | None:
 
 
 def split_config_and_overrides(args) -> tuple[str | None, list[str]]:
-    """A first positional that looks like ``key=value`` is an override, not a config."""
+    """A first positional that looks like ``key=value`` is an override, not a config: the command's
+    default config (``rlvr train train.steps=5`` is quickstart with 5 steps, as the help says) takes
+    its place."""
     cfg, over = args.config, list(args.overrides)
     if cfg and "=" in cfg:
-        return None, [cfg, *over]
+        return getattr(args, "default_config", None), [cfg, *over]
     return cfg, over
 
 

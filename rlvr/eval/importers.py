@@ -215,7 +215,16 @@ def verify_with_task(samples: list[dict], task: Any, path: str | Path = "") -> l
 
 
 def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None) -> list[dict]:
-    """Samples rows from a file in any supported format (module docstring), ready for pass@k."""
+    """Samples rows from a file in any supported format (module docstring), ready for pass@k; a file
+    that is not text (nor parquet) is a UserError naming it."""
+    try:
+        return _load_any(path, fmt, columns, task)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a samples file: JSONL, "
+                        "CSV or parquet") from None
+
+
+def _load_any(path: str | Path, fmt: str, columns: str | None, task: Any) -> list[dict]:
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     cols = parse_columns(columns)

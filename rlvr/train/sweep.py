@@ -12,7 +12,7 @@ from rlvr.config import load_config, to_dict
 from rlvr.console import print_table
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
-from rlvr.paths import atomic_write, is_run_dir
+from rlvr.paths import atomic_write, claim_new_dir, is_run_dir
 from rlvr.train.launch import run_training
 from rlvr.train.resume import saved_config
 
@@ -35,6 +35,8 @@ def sweep_variants(path: str | None, overrides: list[str], variants: list[str], 
             run = root / f"{v}-s{seed}"
             state = _held_run(run, cfg)
             if state == "other":
+                if not overwrite and run.is_dir() and any(run.iterdir()):
+                    claim_new_dir(run, False, "sweep cell")  # refused: names what the folder holds
                 run_training(cfg, run_dir=run, progress=progress, overwrite=overwrite)
             elif state == "unfinished":
                 run_training(resume=run, progress=progress)

@@ -91,11 +91,13 @@ def dir_mode() -> int:
 def claim_new_dir(path: str | os.PathLike[str], overwrite: bool = False, flag: str = "--run-dir") -> Path:
     """``path`` as the folder of a new run: missing or empty is fine (it is created); a non-empty
     folder is a UserError naming what it holds, unless ``overwrite``, which removes its contents and
-    prints one line saying what was removed. A file at ``path`` is always an error."""
+    prints one line saying what was removed. A file at ``path`` is always an error. The temporary
+    files of an atomic write a kill interrupted (``.NAME.*.tmp``) do not count: a run killed while
+    it started still starts again."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UserError(f"{flag} {p} is a file, not a folder; give a folder path")
-    held = sorted(x.name for x in p.iterdir()) if p.is_dir() else []
+    held = sorted(x.name for x in p.iterdir() if not _is_temp(x)) if p.is_dir() else []
     if held:
         what = describe_dir(p, held)
         if not overwrite:
@@ -108,6 +110,11 @@ def claim_new_dir(path: str | os.PathLike[str], overwrite: bool = False, flag: s
             shutil.rmtree(x) if x.is_dir() and not x.is_symlink() else x.unlink()
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def _is_temp(entry: Path) -> bool:
+    """A leftover temporary file of :func:`atomic_write` (``.NAME.XXXX.tmp``)."""
+    return entry.is_file() and entry.name.startswith(".") and entry.name.endswith(".tmp")
 
 
 def describe_dir(p: Path, held: list[str]) -> str:

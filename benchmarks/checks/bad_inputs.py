@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- bad-inputs:begin -->", "<!-- bad-inputs:end -->"
 MAIN = "import sys; from rlvr.cli import main; sys.exit(main(sys.argv[1:]))"
-DISTRIBUTED = "import sys; from rlvr.commands.distributed import main; sys.exit(main(sys.argv[1:]))"
+DISTRIBUTED = "import runpy; runpy.run_module('rlvr.commands.distributed', run_name='__main__')"
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=96", "pretrain.tokens=30000",
         "pretrain.batch_size=16", "pretrain.seq_len=64", "algo.prompts_per_step=4", "algo.group_size=4",
         "sampling.max_new_tokens=24", "sampling.interruption_budget=16", "train.eval_problems=8",
@@ -345,13 +345,13 @@ def run_case(case: Case, work: Path, cache: Path, timeout: float) -> dict:
     try:
         proc = subprocess.run([sys.executable, "-c", case.entry, *argv], env=_env(cache), cwd=w,
                               capture_output=True, text=True, timeout=timeout)
-        rc, err = proc.returncode, proc.stderr
+        rc, err, out = proc.returncode, proc.stderr, proc.stdout
     except subprocess.TimeoutExpired:
-        rc, err = None, "timed out"
+        rc, err, out = None, "timed out", ""
     problem = case.check(w) if case.check else None
     return {"command": case.command, "what": case.what, "rc": rc, "stderr": err, "wall_s": time.time() - t0,
             "outcome": _outcome(rc, err), "expect": case.expect, "problem": problem,
-            "shown": _shown(err, subs, w)}
+            "shown": _shown(err, out, subs, w)}
 
 
 def _sub(arg: str, subs: dict) -> str:
@@ -371,13 +371,14 @@ def _outcome(rc: int | None, err: str) -> str:
     return "error" if lines and re.match(r"^(\S+: )?error: ", lines[-1]) else "UNCLEAR"
 
 
-def _shown(err: str, subs: dict, w: Path) -> str:
-    """The last error line (or the last warning for a run that exits 0), paths shortened."""
+def _shown(err: str, out: str, subs: dict, w: Path) -> str:
+    """The last error line (or, for a run that exits 0, its first warning, else the first line it
+    printed), paths shortened."""
     lines = [line for line in err.splitlines() if line.strip()]
     pick = next((line for line in reversed(lines) if "error:" in line), None)
     if pick is None:
-        last = lines[-1] if lines else ""
-        pick = next((line for line in reversed(lines) if line.startswith(("WARNING", "--"))), last)
+        first = next((line for line in out.splitlines() if line.strip()), lines[-1] if lines else "")
+        pick = next((line for line in lines if line.startswith(("WARNING", "--"))), "exit 0: " + first)
     for key in ("{CK}", "{RUN}", "{W}"):
         pick = pick.replace(subs[key], key.strip("{}"))
     return pick.replace(str(w), "W")
@@ -400,7 +401,8 @@ def table(results: list[dict]) -> str:
     head = ["#", "command", "input", "what it gets", "exit", "verdict"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, r in enumerate(results, start=1):
-        shown = r["shown"] if len(r["shown"]) <= 220 else r["shown"][:217] + "..."
+        shown = r["shown"].replace("`", "'")
+        shown = shown if len(shown) <= 220 else shown[:217] + "..."
         rows.append(f"| {i} | {r['command']} | {cell(r['what'])} | `{cell(shown)}` | {r['rc']} | {verdict(r)} |")
     return "\n".join(rows)
 

@@ -84,8 +84,8 @@ def check_run_dir(run_dir, cfg, overwrite: bool = False) -> None:
         return
     check_output(run_dir, "--run-dir", "dir")
     p = Path(run_dir)
-    if not overwrite and p.is_dir() and any(p.iterdir()):
-        claim_new_dir(p, False)  # raises, naming what the folder holds
+    if not overwrite and p.is_dir():
+        claim_new_dir(p, False)  # raises when it holds anything, naming what
 
 
 def load_checked(path: str | None, overrides: list[str]):

@@ -26,7 +26,7 @@ from rlvr.commands._common import (
     refuse_config_on_resume,
     split_config_and_overrides,
 )
-from rlvr.errors import UserError
+from rlvr.errors import UserError, os_error_line
 from rlvr.paths import claim_new_dir
 from rlvr.train.distributed import init_from_env
 from rlvr.train.loop import new_run_dir, train
@@ -74,3 +74,6 @@ if __name__ == "__main__":
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:  # a read-only folder, a full disk: one line, as `rlvr` prints it
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        sys.exit(1)

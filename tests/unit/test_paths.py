@@ -87,3 +87,14 @@ def test_a_new_run_folder_must_be_new_or_empty(tmp_path: Path, capsys) -> None:
     with pytest.raises(UserError, match="is a file, not a folder"):
         claim_new_dir(tmp_path / "afile", overwrite=True)
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_folder_holding_only_an_interrupted_atomic_write_counts_as_empty(tmp_path: Path) -> None:
+    """A run SIGKILLed while writing its config.yaml leaves ``.config.yaml.XXXX.tmp``; it starts again."""
+    from rlvr.paths import claim_new_dir
+
+    (tmp_path / ".config.yaml.abc123.tmp").write_text("name: x")
+    assert claim_new_dir(tmp_path) == tmp_path
+    (tmp_path / "config.yaml").write_text("name: x\n")
+    with pytest.raises(UserError, match="not empty"):
+        claim_new_dir(tmp_path)

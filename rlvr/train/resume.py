@@ -83,7 +83,11 @@ def _read_record(run: Path) -> dict:
 
 def check_fits(run: Path, cfg: RunConfig) -> None:
     """UserError when the newest checkpoint's saved model config differs from ``cfg.model`` in a key
-    that decides the weights' shapes (read, not verified: checked before any model is built)."""
+    that decides the weights' shapes (read, not verified: checked before any model is built). A run
+    started from ``model.init_from`` takes its shapes from that checkpoint, not from these keys: it is
+    left to :func:`restore`."""
+    if cfg.model.init_from:
+        return
     ckpts = list_checkpoints(Path(run) / "checkpoints")
     saved = ckpts[-1] / "model_config.json" if ckpts else None
     if saved is None or not saved.is_file():

@@ -242,9 +242,19 @@ def verify_with_task(samples: list[dict], task: Any, path: str | Path = "", reve
 def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
              rule: Rule = None, reverify: bool = False) -> list[dict]:
     """Samples rows from a file in any supported format (module docstring), ready for pass@k; a run
-    folder (:mod:`rlvr.eval.run_folders`) gives all its steps' rows together (:func:`load_steps` per step)."""
+    folder (:mod:`rlvr.eval.run_folders`) gives all its steps' rows together (:func:`load_steps` per step).
+    A file that is not text (nor parquet) is a UserError naming it."""
     if Path(path).is_dir():
         return [row for rows in load_steps(path, fmt, columns, task, rule, reverify).values() for row in rows]
+    try:
+        return _load_file(path, fmt, columns, task, rule, reverify)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a samples file: JSONL, "
+                        "CSV or parquet") from None
+
+
+def _load_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule: Rule,
+               reverify: bool) -> list[dict]:
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     if reverify and task is None:

@@ -57,7 +57,7 @@ from rlvr.config import (
     check,
     check_ranges,
     load_declaration,
-    read_yaml,
+    read_mapping,
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
@@ -392,4 +392,4 @@ def load(name: str) -> Experiment:
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; declared: {', '.join(names()) or 'none'}"
         raise UserError(f"unknown experiment {name!r}{hint}")
-    return parse(read_yaml(path), name)
+    return parse(read_mapping(path, "declaration"), name)

@@ -40,7 +40,7 @@ def samples_for(model, tok, task, problems, n: int, sampling: SamplingConfig, se
     bar = Progress(steps, desc, progress, every=max(1, steps // 10), unit="decoding steps")
     try:
         rb = sample(model, tok, [p.prompt for p in rows_p], params, generator=gen, batch_size=batch_size,
-                    environments=environments_for(task, rows_p, params.episode), problems=rows_p,
+                    environments=environments_for(task, rows_p, params), problems=rows_p,
                     on_step=bar.update)
     finally:
         bar.close()

@@ -131,8 +131,11 @@ def is_tool_task(task: Any) -> bool:
     return callable(getattr(task, "environment", None))
 
 
-def environments_for(task: Any, problems: list[Problem], limits: EpisodeLimits) -> list | None:
-    """One fresh environment per row of ``problems`` for a tool task; None for a single-turn task."""
+def environments_for(task: Any, problems: list[Problem], params: Any) -> list | None:
+    """One fresh environment per row of ``problems`` for a tool task, bounded by ``params.episode``
+    (:class:`rlvr.rollout.sample.SampleParams`) or ``params`` itself (EpisodeLimits); None for a
+    single-turn task."""
     if not is_tool_task(task):
         return None
+    limits = params if isinstance(params, EpisodeLimits) else params.episode
     return [task.environment(problem, limits) for problem in problems]

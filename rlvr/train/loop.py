@@ -56,7 +56,7 @@ def heldout_pass_rate(st: TrainState, n_problems: int, seed: int, samples: int =
     rows = [p for p in problems for _ in range(samples)]
     gen = torch.Generator().manual_seed(seed)
     rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=gen,
-                environments=environments_for(st.task, rows, st.params.episode), problems=rows)
+                environments=environments_for(st.task, rows, st.params), problems=rows)
     verdicts = verify_all(st.task, rb.texts, rows, failure_value=st.cfg.train.reward_failure_value,
                           timeout_s=st.cfg.reward.timeout_s)
     return sum(v.correct for v in verdicts) / max(1, len(verdicts))

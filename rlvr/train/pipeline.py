@@ -99,7 +99,7 @@ class LocalProducer:
         rb = sample(self.model, st.tok, [p.prompt for p in rows], st.params,
                     version=self.version, generator=self.streams.next(self.version), weight_sync=self.sync,
                     sync_every=cfg.pipeline.sync_every,
-                    environments=environments_for(st.task, rows, st.params.episode), problems=rows)
+                    environments=environments_for(st.task, rows, st.params), problems=rows)
         batch = score_rollouts(cfg, st.task, rb, problems, st.params.max_new_tokens, f"generator {self.idx}",
                                st.count)
         return make_groups(cfg, batch, self.idx, chunk)

@@ -180,7 +180,7 @@ def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator, prob
     """One completion per prompt from the current policy: the native sampler, or (``sampling.engine
     vllm``) a vLLM engine whose weights are synced from the trainer whenever they are behind. For a
     tool task, ``problems`` (one per prompt) and one multi-turn episode per row (native sampler only)."""
-    environments = None if problems is None else environments_for(st.task, problems, st.params.episode)
+    environments = None if problems is None else environments_for(st.task, problems, st.params)
     if st.cfg.sampling.engine == "native":
         return sample(st.model, st.tok, prompts, st.params, version=st.step, generator=gen,
                       environments=environments, problems=problems)

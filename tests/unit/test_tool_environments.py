@@ -12,6 +12,7 @@ import torch
 
 from rlvr.algo.losses import loss_config, objective, token_weights
 from rlvr.config import load_config
+from rlvr.eval.summary import summarize
 from rlvr.model.logprobs import completion_logits, score, sequences, token_logprobs
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
@@ -269,3 +270,14 @@ def test_rollout_metrics_count_the_policy_tokens_and_report_tool_calls():
     assert metrics["response_len"] == rb.loss_mask.sum().item() / 4
     assert metrics["tool_calls"] == 0.75 and metrics["failed_call_share"] == pytest.approx(1 / 3)
     assert metrics["pass_rate_with_call"] == pytest.approx(2 / 3) and metrics["pass_rate_without_call"] == 0.0
+
+
+def test_eval_summary_reports_tool_call_statistics():
+    rows = [{"problem_id": "a", "correct": True, "tool_calls": 1, "failed_calls": 0, "env_tokens": 10},
+            {"problem_id": "a", "correct": False, "tool_calls": 2, "failed_calls": 1, "env_tokens": 20},
+            {"problem_id": "b", "correct": False, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0},
+            {"problem_id": "b", "correct": True, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0}]
+    stats = summarize(rows)["tool_calls"]
+    assert stats == {"calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3), "episodes_with_call": 0.5,
+                     "accuracy_with_call": 0.5, "accuracy_without_call": 0.5, "env_tokens_per_episode": 7.5}
+    assert "tool_calls" not in summarize([{"problem_id": "a", "correct": True}])

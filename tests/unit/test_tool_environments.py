@@ -18,6 +18,7 @@ from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
 from rlvr.rollout.engine import sample, sample_params
 from rlvr.tasks.calculator import calculate
+from rlvr.tasks.corpus import build_corpus
 from rlvr.tasks.environment import EpisodeLimits, Observation, ToolEnvironment, call_tool, environments_for
 from rlvr.tasks.registry import get_task
 from rlvr.tasks.tool_calls import JsonCalls, TagCalls
@@ -281,3 +282,18 @@ def test_eval_summary_reports_tool_call_statistics():
     assert stats == {"calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3), "episodes_with_call": 0.5,
                      "accuracy_with_call": 0.5, "accuracy_without_call": 0.5, "env_tokens_per_episode": 7.5}
     assert "tool_calls" not in summarize([{"problem_id": "a", "correct": True}])
+
+
+def test_the_corpus_gains_calculator_episodes_some_wrong():
+    task = get_task("calculator")
+    docs = build_corpus([(task, 1.0)], 400, wrong_frac=0.5, truncated_frac=0.0, seed=0, text_frac=0.0)
+    by_prompt = {p.prompt: p for p in task.problems("train")}
+    calls = right = 0
+    for doc in docs:
+        prompt, completion = doc[: doc.index("\n") + 1], doc[doc.index("\n") + 1 :]
+        calls += completion.startswith("<calc>")
+        right += task.verify(completion, by_prompt[prompt]).correct
+        if completion.startswith("<calc>"):  # the tool output in a trace is the calculator's, even after a typo
+            expression = completion[6 : completion.index("</calc>")]
+            assert f"<out>{calculate(expression)}</out>" in completion
+    assert 0.8 < calls / 400 < 1.0 and 0.4 < right / 400 < 0.6

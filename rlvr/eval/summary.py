@@ -123,6 +123,26 @@ def _row_stats(rows: Sequence[Row]) -> dict[str, Any]:
     }
 
 
+def tool_call_stats(rows: Sequence[Row]) -> dict[str, Any]:
+    """A tool task's episode statistics (``{}`` when no row has ``tool_calls``): tool calls per episode,
+    the share of calls that failed, the share of episodes with a call, and the accuracy of the
+    episodes with and without a call (None when there are none of them)."""
+    episodes = [r for r in rows if r.get("tool_calls") is not None]
+    if not episodes:
+        return {}
+    calls = sum(r["tool_calls"] for r in episodes)
+    with_call = [is_correct(r) for r in episodes if r["tool_calls"]]
+    without = [is_correct(r) for r in episodes if not r["tool_calls"]]
+    return {"tool_calls": {
+        "calls_per_episode": calls / len(episodes),
+        "failed_call_share": sum(r.get("failed_calls") or 0 for r in episodes) / calls if calls else None,
+        "episodes_with_call": len(with_call) / len(episodes),
+        "accuracy_with_call": _mean(with_call),
+        "accuracy_without_call": _mean(without),
+        "env_tokens_per_episode": _mean([r.get("env_tokens") or 0 for r in episodes]),
+    }}
+
+
 def summarize(
     rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 0, equal: Equal | None = None
 ) -> dict[str, Any]:
@@ -160,6 +180,7 @@ def summarize(
         **_diversity(groups),
         **_majority(groups, equal),
         "maj_at_k": _maj_at_k(groups, ks, equal),
+        **tool_call_stats(rows),
         "notes": notes,
     }
 

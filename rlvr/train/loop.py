@@ -23,6 +23,7 @@ from rlvr.model.io import resolve_device
 from rlvr.paths import RUN_CONFIG, atomic_write, claim_new_dir
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.engine import sample
+from rlvr.tasks.environment import environments_for
 from rlvr.train.checkpoint import latest_good_checkpoint, remove_partial, save_checkpoint
 from rlvr.train.distributed import LAUNCH, DataParallelSharding, DataParallelSource, from_rank0, rank_world
 from rlvr.train.pipeline import LocalBackend, Pipeline
@@ -55,7 +56,8 @@ def heldout_pass_rate(st: TrainState, n_problems: int, seed: int, samples: int =
                                 None, "heldout")
     rows = [p for p in problems for _ in range(samples)]
     gen = torch.Generator().manual_seed(seed)
-    rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=gen)
+    rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=gen,
+                environments=environments_for(st.task, rows, st.params), problems=rows)
     verdicts = verify_all(st.task, rb.texts, rows, failure_value=st.cfg.train.reward_failure_value,
                           timeout_s=st.cfg.reward.timeout_s)
     return sum(v.correct for v in verdicts) / max(1, len(verdicts))

@@ -21,7 +21,7 @@ from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.models import build_model, model_cached, model_config, model_id
+from rlvr.experiments.models import build_model, keyed_section, model_cached, model_config, model_id
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.verdict import spread, verdict
 from rlvr.experiments.weights_eval import evaluate_weights
@@ -300,7 +300,8 @@ def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
     info = built[model_id(c.model, c.seed)]
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
-    key = f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}|{config_hash(cfg.sampling)}"
+    key = (f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}"
+           f"|{config_hash(keyed_section(cfg, 'sampling'))}")
     if exp.evaluations[c.eval].kind == "weights":  # the cell covers the kept checkpoints too
         key += "|" + ",".join(Path(p).name for p in info.get("milestones", []))
     return path, cfg, eval_dir(out, exp.evaluations[c.eval], c.model, c.seed, c.milestone), key

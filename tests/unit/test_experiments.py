@@ -299,3 +299,20 @@ def test_an_unseeded_model_keeps_the_configs_seed_and_a_distill_model_may_take_t
     assert spec.ModelSpec(name="d", kind="distill").teacher == ""
     with pytest.raises(ConfigError, match="only a distill model has a teacher"):
         spec.ModelSpec(name="r", kind="rl", teacher="t")
+
+
+def test_fields_added_since_keys_were_published_leave_keys_unchanged_at_their_value():
+    """Issue 54 added four sampling fields: at the values they were added at, a model's and an
+    evaluation's keys hash what they hashed before; set otherwise, the keys change."""
+    import dataclasses
+
+    from rlvr.config import config_hash, load_config, to_dict
+    from rlvr.experiments.models import ADDED_AT_DEFAULT, keyed_config, keyed_section
+
+    cfg = load_config("quickstart")
+    before = {k: v for k, v in to_dict(cfg.sampling).items() if k not in ADDED_AT_DEFAULT["sampling"]}
+    assert config_hash(keyed_section(cfg, "sampling")) == config_hash(before)
+    assert keyed_config(cfg)["sampling"] == before
+    turned = dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, max_turns=2))
+    assert keyed_section(turned, "sampling")["max_turns"] == 2
+    assert config_hash(keyed_config(turned)) != config_hash(keyed_config(cfg))

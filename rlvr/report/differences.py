@@ -103,7 +103,7 @@ def _support(pairs_rows: Sequence[tuple[list, list]], blocks: Sequence[Mapping])
     change per problem (+1 expanded, -1 shrunk, 0 otherwise) with its paired interval."""
     counts = {c: sum(b["support"]["counts"][c] for b in blocks) for c in CATEGORIES}
     a_P, b_P = _per_problem(pairs_rows, _solved)
-    net = _diff_row("solved at least once (pass@n)", a_P, b_P) if a_P[0].size else None
+    net = _diff_row("solved at least once (support)", a_P, b_P) if a_P[0].size else None
     return {"counts": counts, "rates": support_rates(counts), "net": net}
 
 
@@ -177,6 +177,7 @@ def paired_differences(reference: Sequence[RunData], other: Sequence[RunData],
         a_P, b_P = _per_problem(pairs_rows, value)
         if a_P[0].size:
             rows.append(_diff_row(metric, a_P, b_P))
-    rows += _retention_rows(pairs)
-    return {**out, "rows": rows, "support": _support(pairs_rows, blocks), "per_pair": per_pair,
+    support = _support(pairs_rows, blocks)
+    rows += ([support["net"]] if support["net"] else []) + _retention_rows(pairs)
+    return {**out, "rows": rows, "support": support, "per_pair": per_pair,
             "source": "samples.jsonl, paired per problem; 95% percentile bootstrap over problems (seed 0)"}

@@ -97,7 +97,8 @@ def test_paired_differences_match_a_hand_computation(tmp_path):
     # support of B against A: p1, p3 solved by both, p2 by B only
     assert diff["support"]["counts"] == {"preserved": 2, "shrunk": 0, "expanded": 1, "out_of_support": 0}
     net = diff["support"]["net"]
-    assert net["difference"] == pytest.approx(1 / 3)
+    assert net["difference"] == pytest.approx(1 / 3)  # solved at least once: A (1, 0, 1), B (1, 1, 1)
+    assert _row(diff, "solved at least once (support)") == net
     # the pair's own compare() block: the same pass@k difference
     assert diff["per_pair"][0]["pass_at_k_difference"]["1"] == pytest.approx(1 / 6)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "Compare runs (grouped over seeds): paired differences with 95% intervals, curves with seed bands, HTML."
+HELP = "Compare runs (grouped over seeds): paired differences with intervals, curves with seed bands, HTML."
 EPILOG = """examples:
   rlvr compare runs/cispo-s0-* runs/cispo-s1-* runs/grpo-s0-* runs/grpo-s1-*   # groups cispo, grpo; paired by seed
   rlvr compare runs/a runs/b --out a_vs_b.html --json a_vs_b.json

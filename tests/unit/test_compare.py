@@ -241,6 +241,12 @@ def test_cli_compare_writes_page_and_json(tmp_path, no_png, capsys):
     assert _row(data["differences"]["new"], "pass@1")["difference"] == pytest.approx(1 / 6)
     assert main(["compare", str(a), str(b), "--group", "x"]) == 2
     assert "one label per run directory" in capsys.readouterr().err
+    from rlvr.cli import build_parser
+
+    assert "compare" in build_parser().format_help()  # the help line formats (argparse reads % in it)
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    assert "--smooth" in capsys.readouterr().out
 
 
 def test_page_plots_draw_a_model_in_one_colour(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
-from rlvr.experiments.page_plots import new_axes, save_axes
+from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.machine import machine_line
 from rlvr.paths import atomic_write
@@ -223,13 +223,14 @@ def _trajectory_lines(traj: dict) -> list[str]:
 
 
 def plot_passk(exp: Experiment, curves: dict, out: Path) -> list[Path]:
-    """One PNG per evaluation: pass@k of each model (mean over seeds) against k."""
-    paths = []
+    """One PNG per evaluation: pass@k of each model (mean over seeds) against k, each model in its
+    colour of the page (:func:`page_colours`)."""
+    paths, colours = [], page_colours(exp)
     for ev, models in curves.items():
         fig, ax = new_axes((5.5, 3.8))
         for name, pts in models.items():
             ks = sorted(int(k) for k in pts)
-            ax.plot(ks, [pts[str(k)] for k in ks], marker="o", ms=3, label=name)
+            ax.plot(ks, [pts[str(k)] for k in ks], marker="o", ms=3, label=name, color=colours.get(name))
         ax.set_xscale("log", base=2)
         e = exp.evaluations[ev]
         ax.set_title(f"{exp.name}: {ev} (T={e.temperature}, top-p {e.top_p}, n={e.n})")

@@ -103,9 +103,10 @@ def run(args) -> int:
         exp = exp.quick_form()
     seeds = args.seeds or exp.seeds
     out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")
+    from rlvr.experiments.claims import judge_all
     from rlvr.experiments.models import model_config
     from rlvr.experiments.page import write_page
-    from rlvr.experiments.runner import check_claims, passk_curves, run_experiment, trajectories
+    from rlvr.experiments.runner import load_stats, passk_curves, run_experiment, seeds_of, trajectories
     from rlvr.machine import machine_info, machine_line
     from rlvr.model.precision import config_spec, resolve_dtype
 
@@ -126,12 +127,12 @@ def run(args) -> int:
         raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
                         "run the experiment (or a part of it) first, or name its folder with --out")
     res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs, args.page_only)
-    rows = check_claims(exp, out, seeds, res["failed"])
+    rows = judge_all(exp, lambda ev, m, s: load_stats(out, exp.evaluations[ev], m, s),
+                     lambda m: seeds_of(exp, m, seeds), res["failed"])
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
     from rlvr.experiments.dynamics_page import dynamics_lines
-    from rlvr.experiments.runner import load_stats, seeds_of
     from rlvr.experiments.weight_page import weight_lines
 
     def look(ev, m, s):

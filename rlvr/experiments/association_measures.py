@@ -14,15 +14,41 @@ A unit is one (checkpoint, seed). ``pairs`` lists, per checkpoint, the models th
 
 The estimate is Pearson's r (``stat: rho``: Spearman's) with a bootstrap interval that resamples
 whole checkpoints (the seeds of one checkpoint share its x, or its base) unless ``cluster: false``.
+It is not identifiable here (:func:`too_few_clusters`) when the resampled units are too few for a 95%
+percentile interval: G checkpoints drawn G times with replacement give at most C(2G - 1, G) distinct
+resamples, and a 2.5% tail needs at least 40 of them (G >= 5; 3 checkpoints give 10).
 """
 
 from __future__ import annotations
+
+from math import comb
 
 from rlvr.analysis.association import associate
 from rlvr.analysis.collapse import analyse_run
 from rlvr.errors import UserError
 from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.verdict import Estimate, seed_label
+
+ALPHA = 0.05
+
+
+def distinct_resamples(units: int) -> int:
+    """How many distinct multisets a bootstrap of ``units`` units drawn ``units`` times can take:
+    C(2n - 1, n) (n = 3: 10; n = 5: 126)."""
+    return comb(2 * units - 1, units) if units > 0 else 0
+
+
+def too_few_clusters(args: dict, estimates, details: dict) -> str:
+    """Why an association's 95% interval is not identified ('' when it is): fewer distinct bootstrap
+    resamples than 2 / alpha = 40, so the percentile bounds are single resamples, not tails."""
+    clustered = args.get("cluster", True)
+    units = len(args["pairs"]) if clustered else int(details.get("units", 0))
+    need = round(2 / ALPHA)
+    if distinct_resamples(units) >= need:
+        return ""
+    what = "checkpoints" if clustered else "units"
+    return (f"{units} {what}: the bootstrap over {what} has at most {distinct_resamples(units)} distinct resamples, "
+            f"and a 95% interval needs at least {need} (5 or more {what})")
 
 
 def passk(stats: dict, k: int) -> float:

@@ -9,6 +9,8 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
   run's compute (R0 fixed to the first evaluation), predict the last evaluation. The estimate is
   tolerance - |predicted - observed|, with its interval from the fit's bootstrap curves at the end
   (> 0 beyond the interval: the prediction lies within the tolerance whatever the fit's uncertainty).
+  Not identifiable (:func:`below_jitter`) when the tolerance is below the evaluation's own jitter
+  (:func:`jitter`): one noisy final evaluation could not land within it even from a perfect fit.
 - ``curve_param_diff`` (eval, model, against, param: A | B | C_mid, log = false, tolerance): the mean
   over seeds of ``model``'s fitted parameter minus ``against``'s, one shared estimate whose interval
   resamples seeds and each fit's bootstrap replicates (:func:`rlvr.analysis.predictability.param_diff`).
@@ -17,16 +19,17 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
 - ``curve_shift_balance`` (eval, model, against): |ln(B_model / B_against)| - |ln(gain_model /
   gain_against)| with gain = A - R0, one shared estimate (> 0: the intervention moved the efficiency
   exponent more than the ceiling, in relative terms; :func:`rlvr.analysis.predictability.shift_balance`).
-  Both withhold a direction (details ``withheld``: the verdict is at most inconclusive) unless every
-  fit of both arms is bent: parameters read off a curve that has not bent are extrapolations.
+  Both are *not identifiable here* (:func:`unbent`) unless every fit of both arms is bent: parameters
+  read off a curve that has not bent are extrapolations.
 - ``early_ranking`` (eval, model, against, fraction): +1 when the fits on the first ``fraction`` of
   compute rank the two runs' final pass rates as they end (-1 when not), per seed; details say who led
-  early and who ended higher (a crossing).
+  early and who ended higher (a crossing). Not identifiable (:func:`never_crossed`) unless the runs
+  crossed in every seed: where the early leader also ends ahead, any ranking that follows the lead is right.
 - ``crossing_scan`` (eval, model, arms, fraction, margin = 0.02): every pair of ``[model, *arms]``
   (the runs on disk) whose early leader (mean over the first ``fraction`` of compute) ends lower
   (mean of the last 3 evaluations), both gaps above ``margin``: a crossing. Per seed with at least one
   crossing: 2 x (share of crossings whose early fits pick the final leader) - 1, in [-1, 1]; no
-  crossing in any seed -> "not measured", saying so.
+  crossing in any seed: not identifiable (:func:`no_crossing`), saying so.
 """
 
 from __future__ import annotations
@@ -58,6 +61,12 @@ def curve(stats: dict, x: str = "samples") -> tuple[np.ndarray, np.ndarray]:
 
 
 
+def jitter(R: np.ndarray) -> float:
+    """The sd of one evaluation's noise, from the step-to-step differences of a held-out series
+    (N,): sd(diff(R)) / sqrt(2), the trend between neighbouring evaluations taken as negligible."""
+    return float(np.std(np.diff(R), ddof=1) / np.sqrt(2)) if R.size > 2 else float("nan")
+
+
 def curve_prediction(get, args: dict, seeds, against_seeds):
     frac, tol = float(args["fraction"]), float(args.get("tolerance", 0.02))
     out, details = [], {}
@@ -71,8 +80,21 @@ def curve_prediction(get, args: dict, seeds, against_seeds):
         best = 0.0 if e_lo <= 0 <= e_hi else min(abs(e_lo), abs(e_hi), abs(p.error))
         out.append(Estimate(s, tol - abs(p.error), tol - worst, tol - best))
         details[seed_label(s)] = {"predicted": p.predicted, "observed": p.observed, "error": p.error,
-                              "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points}
+                                  "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points,
+                                  "jitter": jitter(R)}
     return out, details
+
+
+def below_jitter(args: dict, estimates, details: dict) -> str:
+    """Why a prediction cannot pass ('' when it can): its tolerance is below the jitter of the final
+    evaluation it is checked against (the quietest seed's)."""
+    tol = float(args.get("tolerance", 0.02))
+    sds = [x["jitter"] for x in details.values() if np.isfinite(x.get("jitter", np.nan))]
+    if not sds or tol >= min(sds):
+        return ""
+    return (f"the tolerance ({100 * tol:.1f} pts) is below one evaluation's own jitter (sd {100 * min(sds):.1f}-"
+            f"{100 * max(sds):.1f} pts, from the step-to-step differences of the series): a perfect fit would "
+            "still miss the final point by more than the tolerance about half the time")
 
 
 _FITS: dict[tuple, tuple] = {}
@@ -99,14 +121,17 @@ def _arms(get, args: dict, seeds, against_seeds) -> list[list]:
 
 
 def _bent(args: dict, arms: list[list]) -> dict:
-    """The details every parameter comparison carries: per arm, whether each seed's fit bent, and
-    :func:`withheld`'s reason."""
-    bent = {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
-    return {"bent": bent, "withheld": withheld(bent)}
+    """The details every parameter comparison carries: per arm, whether each seed's fit bent."""
+    return {"bent": {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}}
+
+
+def unbent(args: dict, estimates, details: dict) -> str:
+    """The identification rule of the parameter comparisons: :func:`withheld` of ``details["bent"]``."""
+    return withheld(details["bent"])
 
 
 def withheld(bent: dict[str, list[bool]]) -> str:
-    """Why a comparison of fitted parameters cannot decide a direction ('' when it can): every fit of
+    """Why a comparison of fitted parameters is not identifiable here ('' when it is): every fit of
     both arms must be bent, else A (and B and C_mid, which trade off with it) is an extrapolation
     whose bootstrap interval understates how little the data pin it down (a fit with C_mid beyond the
     data often puts A at its bound)."""
@@ -150,8 +175,18 @@ def early_ranking(get, args: dict, seeds, against_seeds):
         v = 1.0 if c.ranked_right else -1.0
         out.append(Estimate(s, v, v, v))
         details[seed_label(s)] = {"early_leader": c.early_leader, "final_leader": c.final_leader,
-                              "predicted_leader": c.predicted_leader, "crossed": c.crossed}
+                                  "predicted_leader": c.predicted_leader, "crossed": c.crossed}
     return out, details
+
+
+def never_crossed(args: dict, estimates, details: dict) -> str:
+    """Why a ranking is degenerate ('' when every seed's pair crossed): a pair that did not cross ends
+    as it began, so fits that follow the early lead rank it right whatever they are worth."""
+    flat = [s for s, x in details.items() if not x["crossed"]]
+    if not flat:
+        return ""
+    return (f"{args['model']} and {args['against']} did not cross in {', '.join(flat)} of {len(details)} seed(s) "
+            "(the early leader ends ahead): any ranking that follows the early lead is right")
 
 
 def crossing_scan(get, args: dict, seeds, against_seeds):
@@ -180,8 +215,13 @@ def crossing_scan(get, args: dict, seeds, against_seeds):
             out.append(Estimate(s, v, v, v))
     if not any(d["runs"] >= 2 for d in details.values()):
         raise FileNotFoundError(f"fewer than 2 of the runs {', '.join(names)} on disk in every seed")
-    if not out:
-        runs = max(d["runs"] for d in details.values())
-        raise UserError(f"no crossing: in no seed did the run ahead over the first {frac:.0%} of compute end "
-                        f"lower, both gaps above {margin:g}, among {runs} runs")
     return out, details
+
+
+def no_crossing(args: dict, estimates, details: dict) -> str:
+    """Why a crossing scan has nothing to rank ('' when some seed has a crossing)."""
+    if estimates:
+        return ""
+    runs = max(d["runs"] for d in details.values())
+    return (f"no crossing: in no seed did the run ahead over the first {float(args['fraction']):.0%} of compute "
+            f"end lower, both gaps above {float(args.get('margin', 0.02)):g}, among {runs} runs")

@@ -45,11 +45,19 @@ from rlvr.experiments.verdict import Estimate, seed_label
 Get = Callable[[str, str, "int | None"], dict]
 
 
+def identified(args: dict, estimates: list[Estimate], details: dict) -> str:
+    """The identification rule of a measure whose quantity always exists: no reason."""
+    return ""
+
+
 @dataclass(frozen=True)
 class Measure:
     compute: Callable[[Get, dict, list[int | None], list[int | None]], tuple[list[Estimate], dict]]
     required: tuple[str, ...]
     describe: Callable[[dict], str]
+    identify: Callable[[dict, list[Estimate], dict], str] = identified
+    """(args, estimates, details) -> why the quantity is not identifiable here ('' when it is),
+    computed from the data (:data:`rlvr.experiments.verdict.NOT_IDENTIFIABLE`)."""
 
     def check(self, args: dict, evals: dict, models: dict, where: str) -> None:
         """Declaration-time check: the arguments exist and name declared evaluations/models (ConfigError
@@ -220,11 +228,13 @@ def _register_weight_measures() -> None:
                                           f"{'highest' if a.get('direction') == 'increase' else 'lowest'} "
                                           f"other cell's sum, {a['model']}"),
         "precision_gap": Measure(wm.precision_gap, ("eval", "model"),
-                                 lambda a: f"update sparsity at bf16 - at fp32, {a['model']}"),
+                                 lambda a: f"update sparsity at bf16 - at fp32, {a['model']}",
+                                 wm.fp32_moves_everything),
         "matched_weight_diff": Measure(wm.matched_weight_diff, ("eval", "model", "against", "quantity"),
                                        lambda a: f"{a['quantity']} {a['model']} - {a['against']} "
                                                  f"(matched by {a.get('match', 'kl')}"
-                                                 + (f"; {a['part']} matrices)" if a.get("part") else ")")),
+                                                 + (f"; {a['part']} matrices)" if a.get("part") else ")"),
+                                       wm.one_tensor),
         "mask_overlap": Measure(wm.mask_overlap, ("eval", "model"),
                                 lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
                                           + ("its other seeds" if a.get("pairing") == "seeds"
@@ -239,21 +249,23 @@ def _register_curve_measures() -> None:
         "curve_prediction": Measure(cm.curve_prediction, ("eval", "model", "fraction"),
                                     lambda a: f"{a.get('tolerance', 0.02)} - |predicted - observed final pass "
                                               f"rate|, fit on the first {a['fraction']:.0%} of compute, "
-                                              f"{a['model']}"),
+                                              f"{a['model']}", cm.below_jitter),
         "curve_param_diff": Measure(cm.curve_param_diff, ("eval", "model", "against", "param"),
                                     lambda a: (f"{a['tolerance']} - |" if "tolerance" in a else "")
                                     + f"{'ln ' if a.get('log') else ''}{a['param']} {a['model']} - "
-                                      f"{a['against']}" + ("|" if "tolerance" in a else "") + " (mean over seeds)"),
+                                      f"{a['against']}" + ("|" if "tolerance" in a else "") + " (mean over seeds)",
+                                    cm.unbent),
         "curve_shift_balance": Measure(cm.curve_shift_balance, ("eval", "model", "against"),
                                        lambda a: f"|ln B ratio| - |ln (A - R0) ratio|, {a['model']} vs "
-                                                 f"{a['against']} (> 0: B moved more than A)"),
+                                                 f"{a['against']} (> 0: B moved more than A)", cm.unbent),
         "early_ranking": Measure(cm.early_ranking, ("eval", "model", "against", "fraction"),
                                  lambda a: f"+1 when fits on the first {a['fraction']:.0%} of compute rank "
-                                           f"{a['model']} and {a['against']} as they end, else -1"),
+                                           f"{a['model']} and {a['against']} as they end, else -1",
+                                 cm.never_crossed),
         "crossing_scan": Measure(cm.crossing_scan, ("eval", "model", "arms", "fraction"),
                                  lambda a: f"2 x share of crossing pairs (gaps > {a.get('margin', 0.02):g}) whose "
                                            f"fits on the first {a['fraction']:.0%} of compute pick the final leader "
-                                           f"- 1, among {a['model']} and {len(a['arms'])} arms"),
+                                           f"- 1, among {a['model']} and {len(a['arms'])} arms", cm.no_crossing),
     })
 
 
@@ -267,7 +279,7 @@ def _register_series_measures() -> None:
                                   lambda a: f"{a['model']}'s held-out accuracy: mean of the last "
                                             f"{a.get('window', 3)} points - the first"),
         "collapse_order": Measure(sm.collapse_order, ("eval", "model", "against"),
-                                  lambda a: f"collapse step {a['model']} - {a['against']}"),
+                                  lambda a: f"collapse step {a['model']} - {a['against']}", sm.starts_at_threshold),
     })
 
 
@@ -277,11 +289,12 @@ def _register_association_measures() -> None:
         "gain_association": Measure(am.gain_association, ("eval", "pairs"),
                                     lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} corr(start's "
                                               f"pass@{a.get('k', 1)}, RL's gain in pass@{a.get('gain_k', 1)}) "
-                                              "across checkpoints x seeds"),
+                                              "across checkpoints x seeds", am.too_few_clusters),
         "collapse_association": Measure(am.collapse_association, ("eval", "dynamics", "pairs"),
                                         lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} "
                                                   "corr(collapse step of the intrinsic run, supervised RL's gain "
-                                                  f"in pass@{a.get('gain_k', 1)}) across checkpoints x seeds"),
+                                                  f"in pass@{a.get('gain_k', 1)}) across checkpoints x seeds",
+                                        am.too_few_clusters),
     })
 
 

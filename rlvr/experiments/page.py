@@ -12,8 +12,10 @@ from pathlib import Path
 
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
+from rlvr.experiments.claims import counts, status_of
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import EvalSpec, Experiment
+from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS
 from rlvr.machine import machine_line
 
 
@@ -76,12 +78,12 @@ def _interval_text(exp: Experiment) -> str:
     return "; ".join(dict.fromkeys(INTERVALS.get(c.measure, "see the measure") for c in exp.claims))
 
 
-def _withheld_text(rows: list[dict]) -> str:
-    """The header's note when some claim's measure withheld its direction ('' when none did)."""
-    if not any(r.get("withheld") for r in rows):
-        return ""
-    return ("; a claim whose measure cannot decide a direction (its quantity is not identified by the data, "
-            "as the row says) is inconclusive whatever its interval")
+def verdict_cell(r: dict) -> str:
+    """``**status**`` with its reason (what is missing, what does not exist here) and, for a post hoc
+    claim, why it does not count."""
+    why = f"<br>*{r['why']}*" if r.get("why") else ""
+    late = f"<br>*post hoc, not counted: {r['post_hoc']}*" if r.get("post_hoc") else ""
+    return f"**{status_of(r)}**{why}{late}"
 
 
 def verdict_table(rows: list[dict]) -> list[str]:
@@ -89,8 +91,29 @@ def verdict_table(rows: list[dict]) -> list[str]:
              "|---|---|---|---|"]
     for r in rows:
         claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {r['expect']}*"
-        why = f"<br>*direction withheld: {r['withheld']}*" if r.get("withheld") else ""
-        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | **{r['verdict']}**{why} |")
+        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | {verdict_cell(r)} |")
+    return lines
+
+
+def count_line(rows: list[dict]) -> str:
+    """``Findings: 3 reproduced, 1 inconclusive; post hoc (not counted): 1 reproduced; premises: ...``"""
+    tally = counts(rows)
+
+    def one(group: str) -> str:
+        return ", ".join(f"{n} {v}" for v, n in tally[group].items() if n) or "none"
+
+    return (f"Findings: {one('findings')}; post hoc (declared after their cells, not counted): {one('post hoc')}; "
+            f"premises (manipulation checks, not counted): {one('premises')}.")
+
+
+def claim_tables(rows: list[dict]) -> list[str]:
+    """The counts, the findings' verdict table and, when there are premises, theirs."""
+    findings = [r for r in rows if r.get("kind", "finding") == "finding"]
+    premises = [r for r in rows if r.get("kind", "finding") == "premise"]
+    lines = [count_line(rows), "", *verdict_table(findings), ""]
+    if premises:
+        lines += ["Premises: manipulation checks (the regime the findings need); never counted among the findings.",
+                  "", *verdict_table(premises), ""]
     return lines
 
 
@@ -266,16 +289,14 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     """Write README.md, table.json and the plots; -> README.md. ``sections``: {title: markdown
     lines} of extra sections before the details (weights, training dynamics), empty ones skipped."""
     plots = plot_passk(exp, curves, out)
-    done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
+    done = sum(status_of(r) != NOT_MEASURED for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
               else f"partial: {done} of {len(rows)} claims measured")
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
     lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "
-             f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
-             "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "
-             f"otherwise (intervals: {_interval_text(exp)}){_withheld_text(rows)}.", "",
-             *verdict_table(rows), ""]
+             f"{status}. {STATUS_TEXT} (intervals: {_interval_text(exp)}).", "",
+             *claim_tables(rows)]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
     if curves:
@@ -329,13 +350,21 @@ def model_lines(out: Path) -> list[str]:
             *rows, "", *[f"- {label}: {line}" for line, label in machines.items()], ""]
 
 
+STATUS_TEXT = ("Verdicts are computed from the table below: *reproduced* when the claimed direction holds beyond "
+               "the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* otherwise; "
+               "*not identifiable here* when the quantity does not exist on this testbed (the reason, computed "
+               "from the data, is in the verdict cell); *not measured* when its cells are missing")
+
 INDEX_HEAD = """# Reproductions
 
 Each paper finding rlvr implements, as a declared experiment (`rlvr reproduce NAME`) whose verdict is
 computed from its measured table: *reproduced* when the claimed direction holds beyond the 95%
-interval in every seed, *not reproduced* when the opposite direction does, *inconclusive* otherwise.
-This index is rebuilt from the committed pages (`rlvr reproduce NAME --publish`); the other results
-pages of docs/ move here as their experiments are declared.
+interval in every seed, *not reproduced* when the opposite direction does, *inconclusive* otherwise;
+*not identifiable here* when the quantity does not exist on this testbed (the reason is computed from
+the data); *not measured* when its cells are missing. Premises (manipulation checks) and post hoc
+claims (declared after their cells were computed) are shown apart and never counted
+(docs/commands/reproduce.md). This index is rebuilt from the committed pages (`rlvr reproduce NAME
+--publish`); the other results pages of docs/ move here as their experiments are declared.
 """
 
 
@@ -359,12 +388,38 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
 
 
 def write_index(docs: Path) -> Path:
-    """``docs/README.md`` from every ``docs/*/table.json``."""
-    lines = [INDEX_HEAD, "| experiment | claim | verdict | ours | status |", "|---|---|---|---|---|"]
-    for t in sorted(docs.glob("*/table.json")):
-        table = json.loads(t.read_text())
-        link = f"[{table['experiment']}]({t.parent.name}/README.md)"
+    """``docs/README.md`` from every ``docs/*/table.json``: the counts per status (findings, post hoc
+    and premises apart), every claim's verdict, and every verdict a republication changed."""
+    tables = [json.loads(t.read_text()) for t in sorted(docs.glob("*/table.json"))]
+    lines = [INDEX_HEAD, *_count_table(tables), "", "| experiment | claim | kind | verdict | ours | status |",
+             "|---|---|---|---|---|---|"]
+    for table in tables:
+        link = f"[{table['experiment']}]({table['experiment']}/README.md)"
         for r in table["claims"]:
-            lines.append(f"| {link} | {r['claim']} | **{r['verdict']}** | {ours(r)} | {table['status']} |")
+            kind = r.get("kind", "finding") + (", post hoc" if r.get("post_hoc") else "")
+            lines.append(f"| {link} | {r['claim']} | {kind} | {verdict_cell(r)} | {ours(r)} | {table['status']} |")
+    changed = [(t["experiment"], c) for t in tables for c in t.get("changes", [])]
+    if changed:
+        lines += ["", "## Verdicts changed by the last republication", "",
+                  "| experiment | claim | before | now | why |", "|---|---|---|---|---|"]
+        lines += [f"| {name} | {c['id']} | {c['before']} | {c['after']} | {c['why']} |" for name, c in changed]
     (docs / "README.md").write_text("\n".join(lines) + "\n")
     return docs / "README.md"
+
+
+def _count_table(tables: list[dict]) -> list[str]:
+    """Counts per status of the findings of every experiment and in all, with the post hoc claims and
+    the premises apart (their number and statuses)."""
+    per = {t["experiment"]: counts(t["claims"]) for t in tables}
+    per["**all**"] = {g: {v: sum(c[g][v] for c in per.values()) for v in VERDICTS}
+                      for g in ("findings", "post hoc", "premises")}
+
+    def apart(tally: dict[str, int]) -> str:
+        n = sum(tally.values())
+        return f"{n} ({', '.join(f'{k} {v}' for v, k in tally.items() if k)})" if n else "0"
+
+    return ["Counts per status of the findings; post hoc claims and premises apart, never counted:", "",
+            "| experiment | " + " | ".join(VERDICTS) + " | post hoc | premises |",
+            "|---|" + "---|" * (len(VERDICTS) + 2),
+            *[f"| {name} | " + " | ".join(str(c["findings"][v]) for v in VERDICTS)
+              + f" | {apart(c['post hoc'])} | {apart(c['premises'])} |" for name, c in per.items()]]

@@ -20,10 +20,8 @@ from rlvr.eval.retention import retention_task
 from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
-from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import build_model, model_cached, model_config, model_id
 from rlvr.experiments.spec import EvalSpec, Experiment
-from rlvr.experiments.verdict import spread, verdict
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
 from rlvr.model.precision import config_spec, resolve_dtype
@@ -337,33 +335,6 @@ def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone:
     if not path.exists():
         raise FileNotFoundError(str(path))
     return json.loads(path.read_text())
-
-
-def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] | None = None) -> list[dict]:
-    """Every claim's per-seed estimates, spread and verdict, from the cells on disk; a claim whose
-    model failed to build says why (``failed``: model name -> reason)."""
-    rows = []
-    for cl in exp.claims:
-        m = MEASURES[cl.measure]
-        row = {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
-               "quantity": m.describe(cl.args), "args": cl.args}
-        against = cl.args.get("against", "base")
-        model = cl.args["model"] if "model" in cl.args else cl.args["pairs"][0][0]  # association: its first run
-        try:
-            est, details = m.compute(lambda e, mo, s: load_stats(out, exp.evaluations[e], mo, s), cl.args,
-                                     seeds_of(exp, model, seeds), seeds_of(exp, against, seeds))
-        except FileNotFoundError as e:
-            why = [(failed or {})[m] for m in (model, against) if m in (failed or {})]
-            rows.append({**row, "verdict": f"not measured: {why[0]}" if why else "not run yet", "missing": str(e)})
-            continue
-        except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)
-            rows.append({**row, "verdict": f"not measured: {e}", "missing": str(e)})
-            continue
-        why = details.get("withheld", "") if isinstance(details, dict) else ""
-        row.update(estimates=[{**e.__dict__, "label": e.label} for e in est], spread=spread(est),
-                   verdict=verdict(est, cl.expect, why), details=details, withheld=why)
-        rows.append(row)
-    return rows
 
 
 def trajectories(exp: Experiment, out: Path, seeds: int, built: dict[str, dict]) -> dict:

@@ -16,6 +16,8 @@ mean of w points divides it by w. Intervals are +-1.96 sd (normal approximation)
 - ``collapse_order`` (eval, model, against, window = 3, threshold = 0.01): the collapse step of
   ``model``'s run minus ``against``'s, per seed (> 0: model collapses later; a run that never
   collapses counts at its last step + 1). A step count has no sampling interval: lo = hi = value.
+  Not identifiable (:func:`starts_at_threshold`) when a run collapses within its first ``window``
+  steps in some seed: it starts at the threshold, so its "collapse step" says where it starts.
 """
 
 from __future__ import annotations
@@ -109,3 +111,17 @@ def collapse_order(get, args: dict, seeds, against_seeds):
         details[seed_label(s)] = {"model_step": cm, "model_collapsed": okm, "against_step": ca,
                                   "against_collapsed": oka, "start_reward_accuracy": start}
     return out, details
+
+
+def starts_at_threshold(args: dict, estimates, details: dict) -> str:
+    """Why a collapse order is degenerate ('' when it is not): some run collapsed within its first
+    ``window`` logged steps (the first trailing mean is already below the threshold)."""
+    w = int(args.get("window", 3))
+    early = [f"{name}-{s} (step {step:.0f})" for s, x in details.items()
+             for name, step, ok in ((args["model"], x["model_step"], x["model_collapsed"]),
+                                    (args["against"], x["against_step"], x["against_collapsed"]))
+             if ok and step <= w]
+    if not early:
+        return ""
+    return (f"{', '.join(early)} collapsed within its first {w} steps: it starts at the threshold, so its collapse "
+            "step measures where it starts, not when it collapses")

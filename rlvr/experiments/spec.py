@@ -30,7 +30,7 @@ Schema (each key is a field below, with its docstring)::
       w: {kind: weights, k: 0.05, temperature: 1.0, n: 4, problems: 64, models: [rl, sft]}
     claims:
       - {id: rl_wins_small_k, claim: "...", paper: "...", measure: passk_diff,
-         args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}
+         args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}  # kind: premise (not counted)
     protocol: [...]                      # sentences for the page
     deviations: [...]                    # every deviation from the papers' protocol, and why
     notes: [...]                         # optional: what the full run showed, why a claim failed
@@ -61,7 +61,7 @@ from rlvr.config import (
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.verdict import EXPECTS
+from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
 KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel", "rl_steps")
@@ -192,11 +192,15 @@ class ClaimSpec:
     """The measure's arguments (evaluations and models it reads; checked by the measure)."""
     expect: str
     """The claimed direction of the measured quantity: positive | negative."""
+    kind: str = "finding"
+    """``finding`` (a paper's claim, counted) or ``premise`` (a manipulation check: the regime the
+    findings need, e.g. "the high learning rate destabilises GRPO"; shown apart, never counted)."""
 
     def __post_init__(self):
         check(self.measure in MEASURES, "measure",
               f"unknown {self.measure!r}; use one of {', '.join(sorted(MEASURES))}")
         check(self.expect in EXPECTS, "expect", f"use one of {', '.join(EXPECTS)}")
+        check(self.kind in CLAIM_KINDS, "kind", f"unknown {self.kind!r}; use one of {', '.join(CLAIM_KINDS)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,10 @@ every aggregate is recomputed from the resampled records). Formulas: docs/method
   (``embedding``, ``mlp``, ``attention``, ``attention_q``...); ``match`` is ``kl`` (the
   checkpoint of ``against`` whose KL to the base is closest to the model's, :func:`match_index`)
   or ``norm`` (closest ||dW||_F / ||W0||_F).
+- Identification: ``precision_gap`` is not identifiable here (:func:`fp32_moves_everything`) when every
+  entry changed at fp32 in every seed (a model trained and stored in float32): the gap is then the
+  bf16 sparsity itself, which any update below one bf16 step creates, so the claim could not fail;
+  a matched difference over one tensor (:func:`one_tensor`) has no interval over tensors.
 - ``mask_overlap`` (eval, model, against, pairing): chance-corrected Jaccard of two runs' bf16
   update masks, kappa = (J - J0) / (1 - J0), J = sum|A and B| / sum|A or B| over tensors and J0 the
   same ratio of the independent-mask expectations; pairing ``seeds`` compares seed i of ``model``
@@ -134,6 +138,22 @@ def precision_gap(get, args: dict, seeds, against_seeds):
                               "sparsity_fp32": 1 - sum(r["changed_fp32"] for r in recs) / numel.sum(),
                               "by_part": {p: {"bf16": a / n, "fp32": b / n} for p, (a, b, n) in by_part.items()}}
     return out, details
+
+
+def fp32_moves_everything(args: dict, estimates, details: dict) -> str:
+    """Why a precision gap cannot fail here ('' when it could): the fp32 sparsity is 0 in every seed."""
+    if not details or any(x["sparsity_fp32"] > 0 for x in details.values()):
+        return ""
+    return ("every entry changed at fp32 in every seed (the model trains and stores in float32): the gap is the "
+            "bf16 sparsity itself, which any update below one bf16 step creates in any model, so it cannot fail; "
+            "the RL-vs-SFT sparsity contrast tests the claim")
+
+
+def one_tensor(args: dict, estimates, details: dict) -> str:
+    """Why a matched difference has no interval ('' when it has): fewer than 2 tensors compared."""
+    if not estimates or any(e.lo == e.lo and e.hi == e.hi for e in estimates):
+        return ""
+    return f"only one {args.get('part') or 'matrix'} tensor compared: a bootstrap over tensors has no spread to show"
 
 
 def matched_checkpoint(model_ckpt: dict, against: dict, match: str) -> int:

@@ -246,3 +246,55 @@ def test_a_model_whose_teacher_failed_says_so():
         _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"}})
     assert _inputs(exp, exp.models["distill"], None, {"base": {"path": "b", "key": "kb"},
                                                       "teacher": {"path": "t", "key": "kt"}}) == ("b", "t", "kb", "kt")
+
+
+def test_a_premise_is_judged_but_never_counted_and_statuses_are_counted_apart():
+    from rlvr.experiments.claims import counts, judge
+
+    exp = spec.parse({"name": "x", "title": "t",
+                      "models": {"base": {"kind": "base"}, "rl": {"kind": "rl", "seeded": True}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "rl"]}},
+                      "claims": [{"id": c, "claim": c, "paper": "p", "measure": "passk_diff", "kind": kind,
+                                  "args": {"eval": "e", "model": "rl", "against": "base", "k": 1},
+                                  "expect": "positive"} for c, kind in (("f", "finding"), ("p", "premise"))]},
+                     "x")
+    cells = {("e", "base", None): _stats([0, 0, 1, 0], 4), **{("e", "rl", s): _stats([4, 4, 4, 3], 4) for s in (0, 1)}}
+    rows = [judge(cl, lambda e, m, s: cells[(e, m, s)], [0, 1], [None]) for cl in exp.claims]
+    assert [r["verdict"] for r in rows] == ["reproduced", "reproduced"] and rows[1]["kind"] == "premise"
+    missing = judge(exp.claims[0], lambda e, m, s: (_ for _ in ()).throw(FileNotFoundError("cell")), [0], [None])
+    assert (missing["verdict"], missing["why"]) == ("not measured", "not run yet")
+    tally = counts([*rows, missing, {**rows[0], "post_hoc": "declared after"}])
+    assert tally["findings"]["reproduced"] == 1 and tally["findings"]["not measured"] == 1
+    assert tally["premises"]["reproduced"] == 1 and tally["post hoc"]["reproduced"] == 1
+    with pytest.raises(UserError, match="claims.0..kind: unknown 'control'"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}}, "evaluations": {},
+                    "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff", "kind": "control",
+                                "args": {}, "expect": "positive"}]}, "x")
+
+
+def test_three_checkpoints_are_too_few_for_a_95_percent_cluster_interval():
+    from rlvr.experiments.association_measures import distinct_resamples, too_few_clusters
+
+    assert [distinct_resamples(g) for g in (1, 2, 3, 4, 5)] == [1, 3, 10, 35, 126]
+    three = {"pairs": [["a", "x"], ["b", "y"], ["c", "z"]]}
+    assert "at most 10 distinct resamples" in too_few_clusters(three, [], {"units": 9})
+    assert too_few_clusters({"pairs": [["a", "x"]] * 5}, [], {"units": 15}) == ""
+    assert too_few_clusters({**three, "cluster": False}, [], {"units": 9}) == ""  # 9 units: 24310 resamples
+
+
+def test_a_run_that_starts_at_its_collapse_threshold_makes_the_order_not_identifiable():
+    from rlvr.experiments.series_measures import starts_at_threshold
+
+    args = {"model": "f", "against": "q"}
+    fine = {"s0": {"model_step": 61.0, "model_collapsed": False, "against_step": 22.0, "against_collapsed": True}}
+    assert starts_at_threshold(args, [], fine) == ""
+    early = {**fine, "s1": {"model_step": 40.0, "model_collapsed": True, "against_step": 3.0,
+                            "against_collapsed": True}}
+    assert starts_at_threshold(args, [], early).startswith("q-s1 (step 3) collapsed within its first 3 steps")
+
+
+def test_a_precision_gap_of_a_float32_model_cannot_fail_so_it_is_not_identifiable():
+    from rlvr.experiments.weight_measures import fp32_moves_everything
+
+    assert "every entry changed at fp32" in fp32_moves_everything({}, [], {"s0": {"sparsity_fp32": 0.0}})
+    assert fp32_moves_everything({}, [], {"s0": {"sparsity_fp32": 0.0}, "s1": {"sparsity_fp32": 0.3}}) == ""

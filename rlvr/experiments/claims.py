@@ -1,0 +1,77 @@
+"""Judge an experiment's claims: each claim's measure over the cells, its status
+(:mod:`rlvr.experiments.verdict`) and the counts a page and the index show.
+
+A row is the JSON-ready record of one claim: what it says, what it measured (per-seed estimates, the
+spread over seeds, details), its status and the reason for a status that needs one (``why``: what is
+missing for *not measured*, what does not exist for *not identifiable here*), and whether it is a
+finding or a premise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlvr.errors import UserError
+from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.spec import ClaimSpec, Experiment
+from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, spread, verdict
+
+Get = Callable[[str, str, "int | None"], dict]
+
+
+def claim_head(cl: ClaimSpec) -> dict:
+    """The part of a row the declaration alone decides."""
+    return {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
+            "kind": cl.kind, "quantity": MEASURES[cl.measure].describe(cl.args), "args": cl.args}
+
+
+def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[int | None],
+          failed: dict[str, str] | None = None) -> dict:
+    """One claim's row: its measure over the cells ``get`` reads (``seeds`` of its model, of its
+    ``against``); a missing cell or a model that ``failed`` to build (model -> reason) makes it
+    *not measured*, saying why."""
+    row = claim_head(cl)
+    measure = MEASURES[cl.measure]
+    try:
+        est, details = measure.compute(get, cl.args, seeds, against_seeds)
+    except FileNotFoundError as e:
+        named = [cl.args.get("model", ""), cl.args.get("against", "base")]
+        why = [(failed or {})[m] for m in named if m in (failed or {})]
+        return {**row, "verdict": NOT_MEASURED, "why": why[0] if why else "not run yet", "missing": str(e)}
+    except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)
+        return {**row, "verdict": NOT_MEASURED, "why": str(e), "missing": str(e)}
+    why = measure.identify(cl.args, est, details)
+    return {**row, "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
+            "verdict": verdict(est, cl.expect, why), "details": details, "why": why}
+
+
+def judge_all(exp: Experiment, get: Get, seeds_of: Callable[[str], list[int | None]],
+              failed: dict[str, str] | None = None) -> list[dict]:
+    """Every claim's row, in declaration order."""
+    rows = []
+    for cl in exp.claims:
+        model = cl.args["model"] if "model" in cl.args else cl.args["pairs"][0][0]  # association: its first run
+        rows.append(judge(cl, get, seeds_of(model), seeds_of(cl.args.get("against", "base")), failed))
+    return rows
+
+
+def counted(row: dict) -> bool:
+    """Whether a row counts among the findings: a finding, not post hoc."""
+    return row.get("kind", "finding") == "finding" and not row.get("post_hoc")
+
+
+def counts(rows: list[dict]) -> dict:
+    """{"findings": {status: n}, "post hoc": {status: n}, "premises": {status: n}} over ``rows``."""
+    out: dict[str, dict[str, int]] = {group: dict.fromkeys(VERDICTS, 0) for group in ("findings", "post hoc",
+                                                                                        "premises")}
+    for r in rows:
+        group = "premises" if r.get("kind", "finding") == "premise" else "post hoc" if r.get("post_hoc") else "findings"
+        out[group][status_of(r)] += 1
+    return out
+
+
+def status_of(row: dict) -> str:
+    """A row's status among :data:`VERDICTS` (a published row of an older page may say "not run yet"
+    or "not measured: why")."""
+    v = row["verdict"]
+    return v if v in VERDICTS else NOT_MEASURED

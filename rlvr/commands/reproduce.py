@@ -127,8 +127,14 @@ def run(args) -> int:
         raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
                         "run the experiment (or a part of it) first, or name its folder with --out")
     res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs, args.page_only)
+    from rlvr.experiments.provenance import ledger
+    from rlvr.experiments.runner import cell_times
+    from rlvr.experiments.spec import EXPERIMENTS_DIR
+
+    book = ledger(EXPERIMENTS_DIR / f"{exp.name}.yaml", Path("docs/reproductions") / exp.name / "table.json",
+                  cell_times(exp, out, seeds))
     rows = judge_all(exp, lambda ev, m, s: load_stats(out, exp.evaluations[ev], m, s),
-                     lambda m: seeds_of(exp, m, seeds), res["failed"])
+                     lambda m: seeds_of(exp, m, seeds), res["failed"], book)
     cfg = model_config(exp, exp.models["base"], None)
     prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])

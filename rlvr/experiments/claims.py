@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.provenance import Ledger
 from rlvr.experiments.spec import ClaimSpec, Experiment
 from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, spread, verdict
 
@@ -46,12 +47,13 @@ def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[
 
 
 def judge_all(exp: Experiment, get: Get, seeds_of: Callable[[str], list[int | None]],
-              failed: dict[str, str] | None = None) -> list[dict]:
-    """Every claim's row, in declaration order."""
+              failed: dict[str, str] | None = None, ledger: Ledger | None = None) -> list[dict]:
+    """Every claim's row, in declaration order, with its provenance when a ``ledger`` is given."""
     rows = []
     for cl in exp.claims:
         model = cl.args["model"] if "model" in cl.args else cl.args["pairs"][0][0]  # association: its first run
-        rows.append(judge(cl, get, seeds_of(model), seeds_of(cl.args.get("against", "base")), failed))
+        row = judge(cl, get, seeds_of(model), seeds_of(cl.args.get("against", "base")), failed)
+        rows.append(ledger.mark(row, cl) if ledger is not None else row)
     return rows
 
 

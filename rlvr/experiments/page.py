@@ -189,6 +189,21 @@ def _details(rows: list[dict]) -> list[str]:
     return out
 
 
+def declaration_lines(rows: list[dict]) -> list[str]:
+    """"## Declarations": when each claim was declared and its first cell computed, and whether it is
+    post hoc (docs/commands/reproduce.md, "Declaration provenance"); [] when no row carries them."""
+    if not any("declared" in r for r in rows):
+        return []
+    lines = ["## Declarations", "", "When each claim was declared (the commit that added it or last changed its "
+             "measure, arguments, direction or kind) and when its first cell was computed; a claim declared after "
+             "its cells is post hoc and not counted.", "",
+             "| claim | declared | first cell computed | post hoc |", "|---|---|---|---|"]
+    for r in rows:
+        declared, cells = r.get("declared", "provenance unknown"), r.get("cells_computed") or "not recorded"
+        lines.append(f"| {r['id']} | {declared} | {cells} | {r.get('post_hoc') or 'no'} |")
+    return lines + [""]
+
+
 def _curve_detail(measure: str, d: dict, m: str, a: str) -> str:
     """The details line of a curve measure (rlvr.experiments.curve_measures)."""
     def bent(name: str) -> str:
@@ -306,7 +321,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
             lines += [f"## {title}", "", *body]
     if exp.notes and not quick:
         lines += ["## What the run showed", "", *[f"- {n}" for n in exp.notes], ""]
-    lines += ["## Details", "", *_details(rows), ""]
+    lines += ["## Details", "", *_details(rows), "", *declaration_lines(rows)]
     tl = _trajectory_lines(traj)
     if tl:
         lines += ["## Through training", "", *tl]

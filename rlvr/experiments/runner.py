@@ -17,7 +17,7 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.retention import retention_task
-from rlvr.experiments.cells import cell_passk
+from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.models import build_model, model_cached, model_config, model_id
@@ -67,6 +67,18 @@ def protocol_name(ev: EvalSpec) -> str:
 
 def eval_dir(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> Path:
     return out / "evals" / protocol_name(ev) / (model_id(model, seed) + (f"@{milestone}" if milestone else ""))
+
+
+def cell_times(exp: Experiment, out: Path, seeds: int):
+    """``(eval, model) -> [when each of its seeds' cells on disk was computed (None: not recorded)]``,
+    for the claims' provenance (:class:`rlvr.experiments.provenance.Ledger`)."""
+    def times(ev: str, model: str) -> list[str | None]:
+        if ev not in exp.evaluations or model not in exp.models:
+            return []
+        dirs = [eval_dir(out, exp.evaluations[ev], model, s) for s in seeds_of(exp, model, seeds)]
+        return [cell_time(d) for d in dirs if (d / "stats.json").exists()]
+
+    return times
 
 
 def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:

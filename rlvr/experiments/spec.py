@@ -195,6 +195,10 @@ class ClaimSpec:
     kind: str = "finding"
     """``finding`` (a paper's claim, counted) or ``premise`` (a manipulation check: the regime the
     findings need, e.g. "the high learning rate destabilises GRPO"; shown apart, never counted)."""
+    post_hoc: str = ""
+    """Audited from the history: why this claim is post hoc where its cells' records cannot show it
+    (they carry no time), e.g. "re-specified after a pilot run that is in its sample". A claim declared
+    after its recorded cells is post hoc without it (:mod:`rlvr.experiments.provenance`)."""
 
     def __post_init__(self):
         check(self.measure in MEASURES, "measure",

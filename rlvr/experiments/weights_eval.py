@@ -28,7 +28,7 @@ import torch
 from rlvr.analysis.update_records import compare_models, update_rel_norm
 from rlvr.config import RunConfig
 from rlvr.eval.generate import mean_kl_under, samples_for
-from rlvr.experiments.cells import open_cell
+from rlvr.experiments.cells import finish_cell, open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
 
@@ -67,7 +67,6 @@ def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunC
                      out: Path, key: str = "") -> dict:
     """Every checkpoint's statistics (milestones, then ``final``) -> ``out/stats.json``. A folder
     holding another ``key``'s results is cleared first; finished checkpoints are reused."""
-    done = out / "stats.json"
     if (cached := open_cell(out, key)) is not None:
         return cached
     ckpts = sorted(milestones, key=lambda p: step_of(Path(p).name)) + [final]
@@ -82,6 +81,4 @@ def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunC
         row = checkpoint_stats(path, name, base_dir, cfg, task, ev, seed, is_final)
         atomic_write(f, json.dumps(row))
         rows.append(row)
-    stats = {"kind": "weights", "k": ev.directions, "checkpoints": rows}
-    atomic_write(done, json.dumps(stats))
-    return stats
+    return finish_cell(out, {"kind": "weights", "k": ev.directions, "checkpoints": rows})

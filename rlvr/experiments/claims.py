@@ -9,13 +9,15 @@ finding or a premise.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.provenance import Ledger
+from rlvr.experiments.replicates import claim_args
 from rlvr.experiments.spec import ClaimSpec, Experiment
-from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, spread, verdict
+from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, Estimate, seed_interval, spread, verdict
 
 Get = Callable[[str, str, "int | None"], dict]
 
@@ -43,18 +45,49 @@ def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[
         return {**row, "verdict": NOT_MEASURED, "why": str(e), "missing": str(e)}
     why = measure.identify(cl.args, est, details)
     return {**row, "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
-            "verdict": verdict(est, cl.expect, why), "details": details, "why": why}
+            "verdict": verdict(est, cl.expect, why), "details": details, "why": why,
+            "seed_level": seed_interval(est).__dict__}
 
 
 def judge_all(exp: Experiment, get: Get, seeds_of: Callable[[str], list[int | None]],
               failed: dict[str, str] | None = None, ledger: Ledger | None = None) -> list[dict]:
-    """Every claim's row, in declaration order, with its provenance when a ``ledger`` is given."""
+    """Every claim's row, in declaration order, with its provenance when a ``ledger`` is given; in
+    an experiment with several pretraining seeds, measured once per pretraining seed
+    (:func:`judge_replicated`)."""
     rows = []
     for cl in exp.claims:
-        model = cl.args["model"] if "model" in cl.args else cl.args["pairs"][0][0]  # association: its first run
-        row = judge(cl, get, seeds_of(model), seeds_of(cl.args.get("against", "base")), failed)
+        row = judge_replicated(cl, exp, get, seeds_of, failed)
         rows.append(ledger.mark(row, cl) if ledger is not None else row)
     return rows
+
+
+def judge_replicated(cl: ClaimSpec, exp: Experiment, get: Get, seeds_of: Callable[[str], list[int | None]],
+                     failed: dict[str, str] | None = None) -> dict:
+    """One claim's row over every pretraining seed its models have: the estimates of all of them
+    (each carrying its pretraining seed), details per pretraining seed (``p0``, ``p1``...), and *not
+    measured* or *not identifiable here* when any pretraining seed's is."""
+    parts = []
+    for p in range(exp.pretrain_seeds):
+        args = claim_args(cl.args, exp.models, p)
+        if args is None:
+            continue
+        model = args["model"] if "model" in args else args["pairs"][0][0]  # association: its first run
+        parts.append((p, judge(dataclasses.replace(cl, args=args), get, seeds_of(model),
+                               seeds_of(args.get("against", "base")), failed)))
+    if len(parts) == 1:
+        return {**parts[0][1], "args": cl.args}
+    missing = next((r for _, r in parts if r["verdict"] == NOT_MEASURED), None)
+    if missing is not None:
+        return {**missing, "args": cl.args}
+    est = [dataclasses.replace(e, pretrain=p) for p, r in parts for e in _estimates(r)]
+    why = "; ".join(f"p{p}: {r['why']}" for p, r in parts if r["why"])
+    return {**claim_head(cl), "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
+            "verdict": verdict(est, cl.expect, why), "details": {f"p{p}": r["details"] for p, r in parts},
+            "why": why, "seed_level": seed_interval(est).__dict__}
+
+
+def _estimates(row: dict) -> list[Estimate]:
+    return [Estimate(e["seed"], e["value"], e["lo"], e["hi"], e.get("pretrain")) for e in row["estimates"]]
 
 
 def counted(row: dict) -> bool:

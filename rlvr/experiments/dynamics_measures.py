@@ -1,7 +1,8 @@
 """Measures over training dynamics (``kind: dynamics`` cells, :mod:`rlvr.experiments.dynamics_eval`):
 does the token-level taxonomy predict the entropy change, and which cell drives a collapse
 (docs/methods/losses.md, "The entropy-dynamics view"). One estimate per seed, with a 95% percentile
-bootstrap interval over training steps.
+moving-block bootstrap interval over training steps (consecutive steps are autocorrelated: blocks of
+round(N^(1/3)) steps, :func:`rlvr.experiments.weight_measures.block_length`).
 
 - ``entropy_prediction`` (eval, model): Pearson correlation over steps t of the predicted change of
   the update made at step t-1 (``dH_total[t-1]``: its first-order entropy change, summed over the
@@ -23,7 +24,7 @@ from rlvr.algo.diagnostics import CELLS
 from rlvr.analysis.association import pearson
 from rlvr.errors import UserError
 from rlvr.experiments.verdict import Estimate, seed_label
-from rlvr.experiments.weight_measures import bootstrap_stat
+from rlvr.experiments.weight_measures import block_length, bootstrap_stat
 
 
 def _series(stats: dict) -> dict:
@@ -49,7 +50,8 @@ def entropy_prediction(get, args: dict, seeds, against_seeds):
     out, details, pooled = [], {}, ([], [])
     for s in seeds:
         x, y = lagged_pairs(_series(get(args["eval"], args["model"], s)))
-        out.append(Estimate(s, pearson(x, y), *bootstrap_stat(lambda i, x=x, y=y: pearson(x[i], y[i]), x.size)))
+        out.append(Estimate(s, pearson(x, y), *bootstrap_stat(lambda i, x=x, y=y: pearson(x[i], y[i]), x.size,
+                                                               block=block_length(x.size))))
         sign = float(np.mean(np.sign(x) == np.sign(y))) if x.size else math.nan
         details[seed_label(s)] = {"steps": int(x.size), "sign_agreement": sign}
         pooled[0].append(x)
@@ -84,7 +86,7 @@ def driving_cell(get, args: dict, seeds, against_seeds):
         series = _series(get(args["eval"], args["model"], s))
         d = cell_sums(series)
         out.append(Estimate(s, float(stat(d)(np.arange(len(d)))) if len(d) else math.nan,
-                            *bootstrap_stat(stat(d), len(d))))
+                            *bootstrap_stat(stat(d), len(d), block=block_length(len(d)))))
         ent = [e for e in series["entropy"] if e is not None]
         details[seed_label(s)] = {"sum_dH": {c: float(v) for c, v in zip(CELLS, d.sum(0))},
                               "entropy_start": float(np.mean(ent[:10])) if ent else None,

@@ -15,7 +15,7 @@ from rlvr.experiments.archive import read_json, save_archive
 from rlvr.experiments.claims import counts, status_of
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.spec import EvalSpec, Experiment
-from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS
+from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, Estimate, seed_interval
 from rlvr.machine import machine_line
 
 
@@ -28,16 +28,23 @@ def _finite(*xs) -> bool:
 
 
 def ours(row: dict) -> str:
-    """``+0.120 (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``"""
+    """``+0.120 [+0.070, +0.170] (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``: the
+    seed-level estimate and interval (:func:`~rlvr.experiments.verdict.seed_interval`), the seeds'
+    range, then each seed's value and interval."""
     if "estimates" not in row:
         return f"no estimate (missing {Path(row.get('missing', '')).parent.name or 'cells'})"
     sp = row["spread"]
-    per = ", ".join(f"{e['label']} {e['value']:+.3f} "
-                    + (f"[{e['lo']:+.3f}, {e['hi']:+.3f}]" if _finite(e["lo"], e["hi"]) else "[no interval]")
-                    for e in row["estimates"])
+    per = ", ".join(f"{e['label']} {e['value']:+.3f} " + _interval(e['lo'], e['hi']) for e in row["estimates"])
     if sp["seeds"] > 1:
-        return f"{sp['mean']:+.3f} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); {per}"
+        level = row.get("seed_level") or seed_interval([Estimate(e["seed"], e["value"], e["lo"], e["hi"],
+                                                                 e.get("pretrain")) for e in row["estimates"]]).__dict__
+        return (f"{sp['mean']:+.3f} {_interval(level['lo'], level['hi'])} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); "
+                f"{per}")
     return per
+
+
+def _interval(lo, hi) -> str:
+    return f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo, hi) else "[no interval]"
 
 
 INTERVALS = {  # measure -> how its interval is made (the page's header says it)
@@ -87,7 +94,7 @@ def verdict_cell(r: dict) -> str:
 
 
 def verdict_table(rows: list[dict]) -> list[str]:
-    lines = ["| claim | the paper | ours: mean (seed range); per seed value [95% CI] | verdict |",
+    lines = ["| claim | the paper | ours: mean [seed-level 95% CI] (seed range); per seed value [95% CI] | verdict |",
              "|---|---|---|---|"]
     for r in rows:
         claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {r['expect']}*"

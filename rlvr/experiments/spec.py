@@ -16,6 +16,7 @@ Schema (each key is a field below, with its docstring)::
     config: quickstart                   # base config of every cell, + overrides
     overrides: [task.knobs={...}]
     seeds: 3                             # default seeds of seeded models (--seeds overrides)
+    pretrain_seeds: 1                    # pretraining seeds of the bases declared pretrain_seeded
     minutes: 38                          # measured wall minutes of the full run on 2 cores
     parts:                               # optional: evaluations run by `--part N` (1-based), with
       - {evaluations: [t06], minutes: 35}  #   the models they need; cells are shared between parts
@@ -61,6 +62,7 @@ from rlvr.config import (
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.replicates import expand
 from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
@@ -98,6 +100,10 @@ class ModelSpec:
     base: str = "base"
     """The base model (a declared model of kind ``base``, e.g. one pretrained with another corpus mix
     or size) a trained model starts from; its architecture comes from that checkpoint."""
+    pretrain_seeded: bool = False
+    """A base model: pretrain it once per pretraining seed (the experiment's ``pretrain_seeds``,
+    ``pretrain.seed``); every model built from it is then trained over pretraining x RL seeds
+    (:mod:`rlvr.experiments.replicates`)."""
 
     RANGES: ClassVar[dict[str, Range]] = {"milestones": NON_NEGATIVE, "start": FRACTION}
 
@@ -109,6 +115,8 @@ class ModelSpec:
         check(self.kind != "base" or not self.seeded, "", "a base model is pretrained once; it cannot be seeded")
         check(self.kind != "base" or self.base == "base", "base",
               "a base model takes no base (give it overrides or a start)")
+        check(self.kind == "base" or not self.pretrain_seeded, "pretrain_seeded",
+              "only a base model is pretrain_seeded (the models built from it follow)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +283,9 @@ class Experiment:
     """Config overrides of every model."""
     seeds: int = 3
     """Seeds of the seeded models (``--seeds`` overrides)."""
+    pretrain_seeds: int = 1
+    """Pretraining seeds of the base models declared ``pretrain_seeded`` (claims that compare bases
+    need at least 2): the replicates above the RL seeds (:mod:`rlvr.experiments.replicates`)."""
     minutes: float = 0.0
     """Measured wall minutes of the full run on 2 cores."""
     parts: tuple[PartSpec, ...] = ()
@@ -304,7 +315,8 @@ class Experiment:
     """The miniature form (:meth:`quick_form`): it checks the machinery, so it trains every model
     whatever the machine (a bf16 model too where bf16 is slow)."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"seeds": at_least(1), "minutes": NON_NEGATIVE}
+    RANGES: ClassVar[dict[str, Range]] = {"seeds": at_least(1), "pretrain_seeds": at_least(1),
+                                          "minutes": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -381,7 +393,7 @@ def parse(data: dict, name: str) -> Experiment:
     exp = load_declaration(Experiment, data, source(name))
     if exp.name != name:
         raise ConfigError(f"{source(name)}: name: {exp.name!r} differs from the file name")
-    return exp
+    return expand(exp)
 
 
 def names() -> list[str]:

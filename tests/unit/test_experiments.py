@@ -20,11 +20,14 @@ def E(v, lo, hi, seed=0):
     return Estimate(seed, v, lo, hi)
 
 
-def test_verdict_needs_every_seed_beyond_the_interval():
-    assert verdict([E(0.1, 0.05, 0.15), E(0.2, 0.01, 0.3, 1)], "positive") == "reproduced"
+def test_verdict_needs_every_seed_and_the_seed_level_interval_beyond_zero():
+    agree = [E(0.10, 0.05, 0.15), E(0.12, 0.07, 0.17, 1), E(0.11, 0.06, 0.16, 2)]
+    assert verdict(agree, "positive") == "reproduced"
     assert verdict([E(0.1, 0.05, 0.15), E(0.02, -0.01, 0.05, 1)], "positive") == "inconclusive"  # one covers 0
-    assert verdict([E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1)], "positive") == "not reproduced"
-    assert verdict([E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1)], "negative") == "reproduced"
+    below = [E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1), E(-0.12, -0.2, -0.05, 2)]
+    assert verdict(below, "positive") == "not reproduced" and verdict(below, "negative") == "reproduced"
+    # every seed above 0, but they disagree on the size: 2 seeds (t = 12.7) put the mean's interval over 0
+    assert verdict([E(0.1, 0.05, 0.15), E(0.3, 0.25, 0.35, 1)], "positive") == "inconclusive"
     assert verdict([E(0.1, 0.05, 0.15), E(-0.1, -0.2, -0.05, 1)], "positive") == "inconclusive"  # seeds disagree
     assert verdict([E(0.0, 0.0, 0.0)], "positive") == "inconclusive"  # a zero-width interval at 0 is not beyond it
     assert verdict([E(math.nan, math.nan, math.nan)], "negative") == "inconclusive"
@@ -33,6 +36,27 @@ def test_verdict_needs_every_seed_beyond_the_interval():
         verdict([E(1, 1, 1)], "up")
     assert spread([E(0.1, 0, 0), E(0.3, 0, 0, 1)]) == {"seeds": 2, "mean": pytest.approx(0.2), "min": 0.1, "max": 0.3}
     assert Estimate(None, 0, 0, 0).label == "shared" and Estimate(2, 0, 0, 0).label == "s2"
+    assert Estimate(1, 0, 0, 0, pretrain=2).label == "p2-s1" and Estimate(None, 0, 0, 0, pretrain=1).label == "p1"
+
+
+def test_the_seed_level_interval_by_hand():
+    """The worked example of docs/commands/reproduce.md: boundary's rl_wins_small_k."""
+    from rlvr.experiments.verdict import seed_interval
+
+    est = [E(0.126, 0.088, 0.168, 0), E(0.132, 0.096, 0.172, 1), E(0.106, 0.072, 0.146, 2)]
+    level = seed_interval(est)
+    mean, sd = np.mean([0.126, 0.132, 0.106]), np.std([0.126, 0.132, 0.106], ddof=1)
+    between, within = 4.302653 * sd / np.sqrt(3), np.mean([0.040, 0.038, 0.037])
+    assert level.value == pytest.approx(mean)
+    assert (level.lo, level.hi) == pytest.approx((mean - np.hypot(between, within), mean + np.hypot(between, within)))
+    assert level.lo == pytest.approx(0.0702, abs=5e-4) and level.hi == pytest.approx(0.1725, abs=5e-4)
+    # pretraining seeds are the top level: two pretraining seeds of three RL seeds each -> 2 units (t 12.7)
+    pre = [Estimate(s, v, v - 0.01, v + 0.01, pretrain=p) for p, v in ((0, 0.10), (1, 0.30)) for s in range(3)]
+    wide = seed_interval(pre)
+    assert wide.value == pytest.approx(0.2) and wide.lo < 0 < wide.hi and verdict(pre, "positive") == "inconclusive"
+    # a shared estimate is its own seed level; one seeded replicate shows no between-seed variation
+    assert seed_interval([E(0.3, 0.2, 0.4, None)]) == E(0.3, 0.2, 0.4, None)
+    assert math.isnan(seed_interval([E(0.3, 0.2, 0.4, 0)]).lo)
 
 
 def _stats(correct, n, tok=None, ans=None, ppl=None, ppl_ok=None):
@@ -298,3 +322,54 @@ def test_a_precision_gap_of_a_float32_model_cannot_fail_so_it_is_not_identifiabl
 
     assert "every entry changed at fp32" in fp32_moves_everything({}, [], {"s0": {"sparsity_fp32": 0.0}})
     assert fp32_moves_everything({}, [], {"s0": {"sparsity_fp32": 0.0}, "s1": {"sparsity_fp32": 0.3}}) == ""
+
+
+def test_pretraining_seeds_are_a_declared_factor_and_the_top_level_of_the_interval():
+    from rlvr.experiments.claims import judge_all
+
+    exp = spec.parse({"name": "x", "title": "t", "seeds": 2, "pretrain_seeds": 2,
+                      "models": {"base": {"kind": "base", "pretrain_seeded": True},
+                                 "other": {"kind": "base", "overrides": ["model.d_model=64"]},
+                                 "rl": {"kind": "rl", "seeded": True},
+                                 "rl_other": {"kind": "rl", "seeded": True, "base": "other"}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2,
+                                            "models": ["base", "rl", "rl_other"]}},
+                      "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
+                                  "args": {"eval": "e", "model": "rl", "against": "base", "k": 1},
+                                  "expect": "positive"}]}, "x")
+    assert list(exp.models) == ["base", "other", "rl", "rl_other", "base@p1", "rl@p1"]
+    assert exp.models["rl@p1"].base == "base@p1" and exp.models["rl@p1"].overrides[-1] == "pretrain.seed=1"
+    assert exp.models["base@p1"].overrides == ("pretrain.seed=1",) and exp.models["rl_other"].base == "other"
+    assert exp.evaluations["e"].models == ("base", "base@p1", "rl", "rl@p1", "rl_other")
+    from rlvr.experiments.models import model_config
+
+    assert model_config(exp, exp.models["rl@p1"], 1).pretrain.seed == 1
+    assert model_config(exp, exp.models["rl"], 1).pretrain.seed == 0
+    # RL seeds agree within each pretraining seed, the pretraining seeds differ: the 2 pretraining seeds are
+    # the units of the seed-level interval (t with 1 degree of freedom), so the verdict is inconclusive
+    cells = {("e", "base", None): _stats([0, 0], 4), ("e", "base@p1", None): _stats([0, 0], 4),
+             **{("e", "rl", s): _stats([1, 1], 4) for s in (0, 1)},
+             **{("e", "rl@p1", s): _stats([4, 4], 4) for s in (0, 1)}}
+    with pytest.raises(UserError, match="models.rl.pretrain_seeded: only a base model"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"},
+                                                           "rl": {"kind": "rl", "pretrain_seeded": True}},
+                    "evaluations": {}, "claims": []}, "x")
+    [row] = judge_all(exp, lambda e, m, s: cells[(e, m, s)], lambda m: [0, 1] if exp.models[m].seeded else [None])
+    assert [e["label"] for e in row["estimates"]] == ["p0-s0", "p0-s1", "p1-s0", "p1-s1"]
+    assert set(row["details"]) == {"p0", "p1"} and row["seed_level"]["value"] == pytest.approx((0.25 + 1.0) / 2)
+    assert row["verdict"] == "inconclusive"
+
+
+def test_a_block_bootstrap_widens_the_interval_of_an_autocorrelated_series():
+    from rlvr.experiments.weight_measures import block_length, bootstrap_stat, resample
+
+    assert [block_length(n) for n in (1, 8, 100, 2400)] == [1, 2, 5, 13]
+    idx = resample(np.random.default_rng(0), 10, 5)
+    assert idx.size == 10 and all(b - a == 1 for a, b in zip(idx[:4], idx[1:5]))
+    rng = np.random.default_rng(1)
+    x = np.zeros(400)
+    for i in range(1, 400):  # AR(1), phi 0.9: neighbouring steps are nearly the same
+        x[i] = 0.9 * x[i - 1] + rng.normal()
+    plain = bootstrap_stat(lambda i: x[i].mean(), x.size)
+    block = bootstrap_stat(lambda i: x[i].mean(), x.size, block=block_length(x.size))
+    assert block[1] - block[0] > 1.5 * (plain[1] - plain[0])

@@ -96,72 +96,22 @@ def run(args) -> int:
         raise UserError(f"--max-minutes must be > 0 (got {args.max_minutes})")
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    from rlvr.experiments.reproduction import reproduce
     from rlvr.experiments.spec import load
 
     exp = load(args.name)
     if args.quick:
         exp = exp.quick_form()
-    seeds = args.seeds or exp.seeds
     out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")
-    from rlvr.experiments.claims import judge_all
-    from rlvr.experiments.models import model_config
-    from rlvr.experiments.page import write_page
-    from rlvr.experiments.runner import load_stats, passk_curves, run_experiment, seeds_of, trajectories
-    from rlvr.machine import machine_info, machine_line
-    from rlvr.model.precision import config_spec, resolve_dtype
-
-    progress = "none" if args.quiet else ("plain" if args.plain else "auto")
-    if args.resume_published:
-        from rlvr.experiments.archive import restore_archive
-
-        src = Path("docs/reproductions") / exp.name / "cells"
-        if args.quick:
-            raise UserError("--resume-published continues a full run from its published records; drop --quick")
-        if not src.is_dir():
-            raise UserError(f"--resume-published: no published records at {src} (run from the repository "
-                            f"root, after a `rlvr reproduce {exp.name} --publish`)")
-        n = restore_archive(src, out)
-        print(f"restored from {src}: {n['models']} model record(s), {n['evals']} evaluation cell(s) "
-              "(what the output folder already had is kept)")
-    if args.page_only and not out.is_dir():
-        raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
-                        "run the experiment (or a part of it) first, or name its folder with --out")
-    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs, args.page_only)
-    from rlvr.experiments.provenance import ledger
-    from rlvr.experiments.runner import cell_times
-    from rlvr.experiments.spec import EXPERIMENTS_DIR
-
-    book = ledger(EXPERIMENTS_DIR / f"{exp.name}.yaml", Path("docs/reproductions") / exp.name / "table.json",
-                  cell_times(exp, out, seeds))
-    rows = judge_all(exp, lambda ev, m, s: load_stats(out, exp.evaluations[ev], m, s),
-                     lambda m: seeds_of(exp, m, seeds), res["failed"], book)
-    cfg = model_config(exp, exp.models["base"], None)
-    prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
-    from rlvr.experiments.dynamics_page import dynamics_lines
-    from rlvr.experiments.weight_page import weight_lines
-
-    def look(ev, m, s):
-        return load_stats(out, ev, m, s)
-
-    from rlvr.experiments.curve_page import CURVE_MEASURES, curve_lines
-
-    curves_only = all(c.measure in CURVE_MEASURES for c in exp.claims)  # their series: the Curves section
-    from rlvr.experiments.grid_page import grid_lines
-
-    sections = {"Curves": curve_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
-                "Across pretraining checkpoints": grid_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
-                "Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
-                "Training dynamics": [] if curves_only else dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds),
-                                                                           look, out)}
-    page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
-                      machine_line(machine_info(prec)), command, args.quick, sections)
-    width = max((len(r["id"]) for r in rows), default=10)
-    for r in rows:
-        print(f"{r['id']:{width}s}  {r['verdict']}")
-    print(f"page: {page}")
-    if args.publish:
-        from rlvr.experiments.page import publish
-
-        print(f"published: {publish(out, Path('docs/reproductions'), exp.archive.series)}")
+    done = reproduce(exp, out, args.seeds or exp.seeds, command,
+                     progress="none" if args.quiet else ("plain" if args.plain else "auto"),
+                     max_minutes=args.max_minutes, part=args.part, jobs=args.jobs, page_only=args.page_only,
+                     resume_published=args.resume_published, publish_page=args.publish)
+    width = max((len(r["id"]) for r in done.rows), default=10)
+    for r in done.rows:
+        print(f"{r['id']:{width}s}  {r['verdict']}" + (" (post hoc)" if r.get("post_hoc") else ""))
+    print(f"page: {done.page}")
+    if done.index is not None:
+        print(f"published: {done.index}")
     return 0

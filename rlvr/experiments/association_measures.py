@@ -21,12 +21,14 @@ resamples, and a 2.5% tail needs at least 40 of them (G >= 5; 3 checkpoints give
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import comb
 
 from rlvr.analysis.association import associate
 from rlvr.analysis.collapse import analyse_run
 from rlvr.errors import UserError
 from rlvr.experiments.cells import cell_passk
+from rlvr.experiments.registry import Args, Measure, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
 
 ALPHA = 0.05
@@ -41,7 +43,7 @@ def distinct_resamples(units: int) -> int:
 def too_few_clusters(args: dict, estimates, details: dict) -> str:
     """Why an association's 95% interval is not identified ('' when it is): fewer distinct bootstrap
     resamples than 2 / alpha = 40, so the percentile bounds are single resamples, not tails."""
-    clustered = args.get("cluster", True)
+    clustered = args["cluster"]
     units = len(args["pairs"]) if clustered else int(details.get("units", 0))
     need = round(2 / ALPHA)
     if distinct_resamples(units) >= need:
@@ -67,8 +69,8 @@ def _gain(get, ev: str, rl: str, start: str, s, k: int) -> float:
 
 
 def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate], dict]:
-    a = associate(x, y, groups if args.get("cluster", True) else None)
-    if args.get("stat", "r") == "rho":
+    a = associate(x, y, groups if args["cluster"] else None)
+    if args["stat"] == "rho":
         value, lo, hi = a.rho, a.rho_low, a.rho_high
     else:
         value, lo, hi = a.r, a.r_low, a.r_high
@@ -77,7 +79,7 @@ def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate
 
 
 def gain_association(get, args: dict, seeds, against_seeds):
-    k, gk = int(args.get("k", 1)), int(args.get("gain_k", 1))
+    k, gk = int(args["k"]), int(args["gain_k"])
     x, y, groups, points = [], [], [], {}
     for i, (rl, start) in enumerate(args["pairs"]):
         base_k = passk(get(args["eval"], start, None), k)
@@ -103,7 +105,7 @@ def collapse_step_of(stats: dict, window: int, threshold: float) -> tuple[float,
 
 
 def collapse_association(get, args: dict, seeds, against_seeds):
-    gk, window, thr = int(args.get("gain_k", 1)), int(args.get("window", 3)), float(args.get("threshold", 0.01))
+    gk, window, thr = int(args["gain_k"]), int(args["window"]), float(args["threshold"])
     x, y, groups, points, censored = [], [], [], {}, 0
     for i, (intrinsic, rl, start) in enumerate(args["pairs"]):
         for s in seeds:
@@ -116,3 +118,65 @@ def collapse_association(get, args: dict, seeds, against_seeds):
             points[f"{intrinsic} {seed_label(s)}"] = {"collapse_step": step, "collapsed": collapsed, "gain": g}
     est, details = _estimate(args, x, y, groups)
     return est, {**details, "censored": censored, "points": points}
+
+
+STATS = ("r", "rho")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssociationArgs(Args):
+    pairs: tuple[tuple[str, ...], ...]
+    """Per checkpoint, the models that describe it (see the module docstring)."""
+    gain_k: int = 1
+    """The gain is in pass@gain_k."""
+    stat: str = "r"
+    """r (Pearson) | rho (Spearman)."""
+    cluster: bool = True
+    """Resample whole checkpoints (their seeds share the checkpoint's x)."""
+
+    def __post_init__(self):
+        one_of(self.stat, STATS, "stat")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GainArgs(AssociationArgs):
+    k: int = 1
+    """x is the start checkpoint's pass@k."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollapseAssociationArgs(AssociationArgs):
+    dynamics: str
+    """The dynamics evaluation of the intrinsic-reward runs (each pair's first model)."""
+    window: int = 3
+    """Steps in the trailing mean of the reward accuracy."""
+    threshold: float = 0.01
+    """A run has collapsed at the first step whose trailing mean is below it."""
+
+
+def _association_detail(d: dict, a: dict) -> str:
+    def num(v):
+        return "-" if v is None else f"{v:.3g}"
+
+    return (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
+            f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "
+            f"{d['rho_interval'][1]:+.3f}]" + (f"; {d['censored']} run(s) never collapsed (counted at their "
+                                               "last step + 1)" if d.get("censored") else "")
+            + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {num(v)}" for k, v in p.items())
+                               for u, p in d["points"].items()))
+
+
+def _which(a: dict) -> str:
+    return "Spearman" if a["stat"] == "rho" else "Pearson"
+
+
+RESAMPLED = "checkpoints resampled for the correlations"
+register(
+    Measure("gain_association", gain_association, GainArgs,
+            lambda a: f"{_which(a)} corr(start's pass@{a['k']}, RL's gain in pass@{a['gain_k']}) across checkpoints "
+                      "x seeds", RESAMPLED, _association_detail, too_few_clusters, models=()),
+    Measure("collapse_association", collapse_association, CollapseAssociationArgs,
+            lambda a: f"{_which(a)} corr(collapse step of the intrinsic run, supervised RL's gain in "
+                      f"pass@{a['gain_k']}) across checkpoints x seeds", RESAMPLED, _association_detail,
+            too_few_clusters, models=()),
+)

@@ -25,7 +25,8 @@ Get = Callable[[str, str, "int | None"], dict]
 def claim_head(cl: ClaimSpec) -> dict:
     """The part of a row the declaration alone decides."""
     return {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
-            "kind": cl.kind, "quantity": MEASURES[cl.measure].describe(cl.args), "args": cl.args}
+            "kind": cl.kind, "quantity": MEASURES[cl.measure].describe(MEASURES[cl.measure].typed(cl.args)),
+            "args": cl.args}
 
 
 def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[int | None],
@@ -35,15 +36,16 @@ def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[
     *not measured*, saying why."""
     row = claim_head(cl)
     measure = MEASURES[cl.measure]
+    args = measure.typed(cl.args)
     try:
-        est, details = measure.compute(get, cl.args, seeds, against_seeds)
+        est, details = measure.compute(get, args, seeds, against_seeds)
     except FileNotFoundError as e:
         named = [cl.args.get("model", ""), cl.args.get("against", "base")]
         why = [(failed or {})[m] for m in named if m in (failed or {})]
         return {**row, "verdict": NOT_MEASURED, "why": why[0] if why else "not run yet", "missing": str(e)}
     except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)
         return {**row, "verdict": NOT_MEASURED, "why": str(e), "missing": str(e)}
-    why = measure.identify(cl.args, est, details)
+    why = measure.identify(args, est, details)
     return {**row, "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
             "verdict": verdict(est, cl.expect, why), "details": details, "why": why,
             "seed_level": seed_interval(est).__dict__}

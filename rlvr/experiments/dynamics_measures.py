@@ -17,12 +17,14 @@ round(N^(1/3)) steps, :func:`rlvr.experiments.weight_measures.block_length`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from rlvr.algo.diagnostics import CELLS
 from rlvr.analysis.association import pearson
 from rlvr.errors import UserError
+from rlvr.experiments.registry import Measure, ModelArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
 from rlvr.experiments.weight_measures import block_length, bootstrap_stat
 
@@ -68,11 +70,7 @@ def cell_sums(series: dict) -> np.ndarray:
 
 
 def driving_cell(get, args: dict, seeds, against_seeds):
-    if args.get("cell") not in CELLS:
-        raise UserError(f"driving_cell: cell must be one of {', '.join(CELLS)}")
-    direction = args.get("direction", "decrease")
-    if direction not in ("decrease", "increase"):
-        raise UserError("driving_cell: direction must be decrease or increase")
+    direction = args["direction"]
     j = CELLS.index(args["cell"])
     others = [i for i in range(len(CELLS)) if i != j]
 
@@ -94,3 +92,45 @@ def driving_cell(get, args: dict, seeds, against_seeds):
                               "largest_decrease": CELLS[int(np.argmin(d.sum(0)))] if len(d) else None,
                               "largest_increase": CELLS[int(np.argmax(d.sum(0)))] if len(d) else None}
     return out, details
+
+
+INTERVAL = "moving-block bootstrap over training steps for the dynamics measures"
+DIRECTIONS = ("decrease", "increase")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellArgs(ModelArgs):
+    cell: str
+    """One of the four entropy-dynamics cells (pos_peak, pos_valley, neg_peak, neg_valley)."""
+    direction: str = "decrease"
+    """decrease: does the cell give the largest predicted decrease; increase: the largest increase."""
+
+    def __post_init__(self):
+        one_of(self.cell, CELLS, "cell")
+        one_of(self.direction, DIRECTIONS, "direction")
+
+
+def _prediction_detail(d: dict, a: dict) -> str:
+    pooled = d.get("pooled_r")
+    return ("; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}" for s, x in d.items()
+                      if s != "pooled_r") + f"; pooled over seeds r = {'-' if pooled is None else f'{pooled:.3f}'}")
+
+
+def _cell_detail(d: dict, a: dict) -> str:
+    def num(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    return "; ".join(f"{s}: entropy {num(x['entropy_start'])} -> {num(x['entropy_end'])}, "
+                     "sum dH " + ", ".join(f"{c} {v:+.2e}" for c, v in x["sum_dH"].items())
+                     + f", largest decrease {x['largest_decrease']}, largest increase {x['largest_increase']}"
+                     for s, x in d.items())
+
+
+register(
+    Measure("entropy_prediction", entropy_prediction, ModelArgs,
+            lambda a: f"corr(predicted dH of step t-1, observed entropy change at t), {a['model']}", INTERVAL,
+            _prediction_detail, section="Training dynamics"),
+    Measure("driving_cell", driving_cell, CellArgs,
+            lambda a: f"sum dH_{a['cell']} - the {'highest' if a['direction'] == 'increase' else 'lowest'} other "
+                      f"cell's sum, {a['model']}", INTERVAL, _cell_detail, section="Training dynamics"),
+)

@@ -13,7 +13,9 @@ from pathlib import Path
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
 from rlvr.experiments.claims import counts, status_of
+from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.page_plots import new_axes, save_axes
+from rlvr.experiments.registry import rounded
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, Estimate, seed_interval
 from rlvr.machine import machine_line
@@ -47,28 +49,6 @@ def _interval(lo, hi) -> str:
     return f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo, hi) else "[no interval]"
 
 
-INTERVALS = {  # measure -> how its interval is made (the page's header says it)
-    "passk_diff": "paired bootstrap over problems", "support_balance": "paired bootstrap over problems",
-    "entropy_diff": "paired bootstrap over problems", "entropy_stability": "paired bootstrap over problems",
-    "ppl_diff": "paired bootstrap over problems",
-    "precision_gap": "bootstrap over the model's tensors for the weight measures",
-    "matched_weight_diff": "bootstrap over the model's tensors for the weight measures",
-    "mask_overlap": "bootstrap over the model's tensors for the weight measures",
-    "entropy_prediction": "bootstrap over training steps for the dynamics measures",
-    "driving_cell": "bootstrap over training steps for the dynamics measures",
-    "curve_prediction": "the early fit's bootstrap curves for the predictions",
-    "curve_param_diff": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
-    "curve_shift_balance": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
-    "early_ranking": "none for the rankings (+1 / -1 per seed)",
-    "crossing_scan": "none for the crossing scan (a share of pairs per seed)",
-    "gain_association": "checkpoints resampled for the correlations",
-    "collapse_association": "checkpoints resampled for the correlations",
-    "rise_and_fall": "+-1.96 sampling sd of the held-out points for the series measures",
-    "heldout_change": "+-1.96 sampling sd of the held-out points for the series measures",
-    "collapse_order": "none for the collapse steps (a step count per seed)",
-}
-
-
 def eval_line(e: EvalSpec) -> str:
     """One protocol line for an evaluation ``e``, saying what it measured."""
     models = ", ".join(e.models)
@@ -82,7 +62,7 @@ def eval_line(e: EvalSpec) -> str:
 
 
 def _interval_text(exp: Experiment) -> str:
-    return "; ".join(dict.fromkeys(INTERVALS.get(c.measure, "see the measure") for c in exp.claims))
+    return "; ".join(dict.fromkeys(MEASURES[c.measure].interval for c in exp.claims))
 
 
 def verdict_cell(r: dict) -> str:
@@ -125,73 +105,19 @@ def claim_tables(rows: list[dict]) -> list[str]:
 
 
 def _details(rows: list[dict]) -> list[str]:
-    """One readable line per measured claim: crossover k, support counts and rates, the two sides."""
+    """One readable line per measured claim (its measure's registered details line; with several
+    pretraining seeds, one per pretraining seed)."""
     out = []
     for r in rows:
         d = r.get("details")
         if not d:
             continue
-        m, a = r["args"].get("model"), r["args"].get("against")
-        if r["measure"] == "passk_diff":
-            text = (f"crossover (smallest k where {a} is above {m} beyond the 95% interval): "
-                    + ", ".join(f"{s} {k}" for s, k in d["crossover"].items()))
-        elif r["measure"] == "support_balance":
-            text = "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in x["counts"].items()) + ", "
-                             + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["rates"].items())
-                             + f" (k = {x['k']})" for s, x in d.items())
-        elif r["measure"] == "precision_gap":
-            text = "; ".join(f"{s}: sparsity bf16 {x['sparsity_bf16']:.4f}, fp32 {x['sparsity_fp32']:.4f}; by part "
-                             + ", ".join(f"{p} {v['bf16']:.3f}/{v['fp32']:.3f}" for p, v in x["by_part"].items())
-                             for s, x in d.items())
-        elif r["measure"] == "matched_weight_diff":
-            text = "; ".join(f"{s}: {m} {_num(x['model'], '{:.4g}')} vs {a}@{x['matched']} "
-                             f"{_num(x['against'], '{:.4g}')}"
-                             f" (KL {x['model_kl']:.2e} vs {x['against_kl']:.2e}, norm {x['model_norm']:.2e} vs "
-                             f"{x['against_norm']:.2e}); by part " + ", ".join(
-                                 f"{p} {v['model']:.3g}/{v['against']:.3g}" for p, v in x["by_part"].items())
-                             for s, x in d.items())
-        elif r["measure"] == "mask_overlap":
-            text = "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
-                             f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
-        elif r["measure"] == "entropy_prediction":
-            text = "; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}"
-                             for s, x in d.items() if s != "pooled_r")
-            text += f"; pooled over seeds r = {_num(d.get('pooled_r'), '{:.3f}')}"
-        elif r["measure"] == "driving_cell":
-            text = "; ".join(f"{s}: entropy {_num(x['entropy_start'], '{:.3f}')} -> "
-                             f"{_num(x['entropy_end'], '{:.3f}')}, "
-                             "sum dH " + ", ".join(f"{c} {v:+.2e}" for c, v in x["sum_dH"].items())
-                             + f", largest decrease {x['largest_decrease']}, largest increase "
-                             f"{x['largest_increase']}" for s, x in d.items())
-        elif r["measure"] == "entropy_stability":
-            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f}, reference {x['reference']:.3f} nats"
-                             for s, x in d.items())
-        elif r["measure"] == "entropy_diff":
-            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
-        elif r["measure"] == "rise_and_fall":
-            text = "; ".join(f"{s}: {x['first']:.3f} -> peak {x['peak']:.3f} (step {x['peak_step']}) -> "
-                             f"{x['last']:.3f} (step {x['last_step']}, smoothed)" for s, x in d.items())
-        elif r["measure"] == "heldout_change":
-            text = "; ".join(f"{s}: {x['first']:.3f} -> {x['end']:.3f} (steps {', '.join(map(str, x['end_steps']))})"
-                             for s, x in d.items())
-        elif r["measure"] == "collapse_order":
-            text = "; ".join(
-                f"{s}: {m} {x['model_step']:.0f}{'' if x['model_collapsed'] else ' (never)'} vs {a} "
-                f"{x['against_step']:.0f}{'' if x['against_collapsed'] else ' (never)'}; starting reward accuracy "
-                + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["start_reward_accuracy"].items())
-                for s, x in d.items())
-        elif r["measure"] in ("gain_association", "collapse_association"):
-            text = (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
-                    f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "
-                    f"{d['rho_interval'][1]:+.3f}]" + (f"; {d['censored']} run(s) never collapsed (counted at their "
-                                                       "last step + 1)" if d.get("censored") else "")
-                    + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {_num(v, '{:.3g}')}" for k, v in p.items())
-                                       for u, p in d["points"].items()))
-        elif r["measure"] in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking",
-                              "crossing_scan"):
-            text = _curve_detail(r["measure"], d, m, a)
+        measure = MEASURES[r["measure"]]
+        args = measure.typed(r["args"])
+        if any(e.get("pretrain") is not None for e in r.get("estimates", [])):
+            text = "; ".join(f"{p}: {measure.detail(x, args)}" for p, x in d.items())
         else:
-            text = json.dumps(_round(d), sort_keys=True)
+            text = measure.detail(d, args)
         out.append(f"- **{r['id']}**: {text}")
     return out
 
@@ -209,48 +135,6 @@ def declaration_lines(rows: list[dict]) -> list[str]:
         declared, cells = r.get("declared", "provenance unknown"), r.get("cells_computed") or "not recorded"
         lines.append(f"| {r['id']} | {declared} | {cells} | {r.get('post_hoc') or 'no'} |")
     return lines + [""]
-
-
-def _curve_detail(measure: str, d: dict, m: str, a: str) -> str:
-    """The details line of a curve measure (rlvr.experiments.curve_measures)."""
-    def bent(name: str) -> str:
-        flags = d["bent"][name]
-        return f"{name} bent in {sum(flags)} of {len(flags)}"
-
-    if measure == "curve_prediction":
-        return "; ".join(f"{s}: predicted {x['predicted']:.3f}, observed {x['observed']:.3f}, error "
-                         f"{100 * x['error']:+.1f} pts [{100 * x['error_interval'][0]:+.1f}, "
-                         f"{100 * x['error_interval'][1]:+.1f}], {x['points']} points fitted, "
-                         f"{'bent' if x['bent'] else 'not bent'}" for s, x in d.items())
-    if measure == "curve_param_diff":
-        lo, hi = d["interval"]
-        return (f"{m} {d['model']:.3f} vs {a} {d['against']:.3f}: difference {d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]; "
-                f"{bent(m)}, {bent(a)}")
-    if measure == "curve_shift_balance":
-        return (f"ln(B ratio) {d['d_ln_B']:+.3f}, ln((A - R0) ratio) {d['d_ln_gain']:+.3f}; {bent(m)}, {bent(a)}")
-    if measure == "crossing_scan":
-        def one(f: dict) -> str:
-            return (f"{f['early_leader']} ahead early by {100 * f['early_gap']:.1f} pts, {f['final_leader']} ends "
-                    f"higher by {100 * f['final_gap']:.1f}, early fits {'right' if f['ranked_right'] else 'wrong'}")
-
-        return "; ".join(f"{s}: {len(x['crossings'])} crossing(s) among {x['runs']} runs ({x['pairs']} pairs)"
-                         + (": " + ", ".join(one(f) for f in x["crossings"][:5]) if x["crossings"] else "")
-                         + (f", and {len(x['crossings']) - 5} more" if len(x["crossings"]) > 5 else "")
-                         for s, x in d.items())
-    names = {"a": m, "b": a}
-    return "; ".join(f"{s}: early leader {names[x['early_leader']]}, final leader {names[x['final_leader']]}, "
-                     f"early fits pick {names[x['predicted_leader']]}" + (" (crossed)" if x["crossed"] else "")
-                     for s, x in d.items())
-
-
-def _round(x):
-    if isinstance(x, float):
-        return round(x, 4)
-    if isinstance(x, dict):
-        return {k: _round(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_round(v) for v in x]
-    return x
 
 
 def _trajectory_lines(traj: dict) -> list[str]:
@@ -345,7 +229,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
              "trajectories": traj, "passk": curves, "machine": machine, "command": command, "timings": run["timings"],
              "models": run["built"]}
-    (out / "table.json").write_text(json.dumps(_round(table), indent=1, default=str))
+    (out / "table.json").write_text(json.dumps(rounded(table), indent=1, default=str))
     return out / "README.md"
 
 

@@ -33,16 +33,20 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
+from rlvr.config import check
 from rlvr.errors import UserError
+from rlvr.experiments.registry import Measure, ModelArgs, PairArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
 
 QUANTITIES = {"spectral_drift": "spectral_drift", "principal_angle": "principal_angle_mean_deg",
               "energy_ratio": "energy_ratio", "sparsity_bf16": "sparsity_bf16"}
 MATCHES = ("kl", "norm")
 PAIRINGS = ("seeds", "same_seed")
+INTERVAL = "bootstrap over the model's tensors for the weight measures"
 DRAWS = 1000
 
 
@@ -171,7 +175,7 @@ def one_tensor(args: dict, estimates, details: dict) -> str:
     """Why a matched difference has no interval ('' when it has): fewer than 2 tensors compared."""
     if not estimates or any(e.lo == e.lo and e.hi == e.hi for e in estimates):
         return ""
-    return f"only one {args.get('part') or 'matrix'} tensor compared: a bootstrap over tensors has no spread to show"
+    return f"only one {args['part'] or 'matrix'} tensor compared: a bootstrap over tensors has no spread to show"
 
 
 def matched_checkpoint(model_ckpt: dict, against: dict, match: str) -> int:
@@ -181,9 +185,7 @@ def matched_checkpoint(model_ckpt: dict, against: dict, match: str) -> int:
 
 
 def matched_weight_diff(get, args: dict, seeds, against_seeds):
-    if args["quantity"] not in QUANTITIES or args.get("match", "kl") not in MATCHES:
-        raise UserError(f"matched_weight_diff: quantity one of {', '.join(QUANTITIES)}, match one of {MATCHES}")
-    key, match = QUANTITIES[args["quantity"]], args.get("match", "kl")
+    key, match = QUANTITIES[args["quantity"]], args["match"]
     out, details = [], {}
     a_seeded = against_seeds != [None]
     for i, s in enumerate(seeds):
@@ -191,7 +193,7 @@ def matched_weight_diff(get, args: dict, seeds, against_seeds):
         against = get(args["eval"], args["against"], against_seeds[i % len(against_seeds)] if a_seeded else None)
         j = matched_checkpoint(mc, against, match)
         ac = against["checkpoints"][j]
-        mm, am = _matrices(mc, args.get("part", "")), _matrices(ac, args.get("part", ""))
+        mm, am = _matrices(mc, args["part"]), _matrices(ac, args["part"])
         names = [n for n in mm if n in am and math.isfinite(_value(mm[n], key)) and math.isfinite(_value(am[n], key))]
         x = np.array([_value(mm[n], key) for n in names])
         y = np.array([_value(am[n], key) for n in names])
@@ -237,9 +239,7 @@ def overlap_counts(a: dict, b: dict) -> dict[str, np.ndarray]:
 
 
 def mask_overlap(get, args: dict, seeds, against_seeds):
-    pairing = args.get("pairing", "same_seed")
-    if pairing not in PAIRINGS:
-        raise UserError(f"mask_overlap: pairing must be one of {', '.join(PAIRINGS)}")
+    pairing = args["pairing"]
     if pairing == "seeds":
         if len(seeds) < 2:
             raise UserError(f"mask_overlap across seeds needs >= 2 seeds of {args['model']}")
@@ -262,3 +262,66 @@ def mask_overlap(get, args: dict, seeds, against_seeds):
             "density_a": float(c["count_a"].sum() / c["numel"].sum()),
             "density_b": float(c["count_b"].sum() / c["numel"].sum())}
     return out, details
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchedArgs(PairArgs):
+    quantity: str
+    """spectral_drift | principal_angle | energy_ratio | sparsity_bf16."""
+    match: str = "kl"
+    """kl | norm: how the checkpoint of ``against`` is matched to the model."""
+    part: str = ""
+    """Only the matrices of this kind or part (embedding, mlp, attention, attention_q...); '' all."""
+
+    def __post_init__(self):
+        one_of(self.quantity, tuple(QUANTITIES), "quantity")
+        one_of(self.match, MATCHES, "match")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverlapArgs(ModelArgs):
+    against: str = ""
+    """The other run (pairing same_seed)."""
+    pairing: str = "same_seed"
+    """seeds (seed i of the model with seed i+1) | same_seed (seed i of the model with seed i of against)."""
+
+    def __post_init__(self):
+        one_of(self.pairing, PAIRINGS, "pairing")
+        check(self.pairing == "seeds" or bool(self.against), "against", "pairing same_seed needs against")
+
+
+def _gap_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: sparsity bf16 {x['sparsity_bf16']:.4f}, fp32 {x['sparsity_fp32']:.4f}; by part "
+                     + ", ".join(f"{p} {v['bf16']:.3f}/{v['fp32']:.3f}" for p, v in x["by_part"].items())
+                     for s, x in d.items())
+
+
+def _g(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _matched_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: {a['model']} {_g(x['model'])} vs {a['against']}@{x['matched']} {_g(x['against'])}"
+                     f" (KL {x['model_kl']:.2e} vs {x['against_kl']:.2e}, norm {x['model_norm']:.2e} vs "
+                     f"{x['against_norm']:.2e}); by part " + ", ".join(
+                         f"{p} {v['model']:.3g}/{v['against']:.3g}" for p, v in x["by_part"].items())
+                     for s, x in d.items())
+
+
+def _overlap_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
+                     f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
+
+
+register(
+    Measure("precision_gap", precision_gap, ModelArgs, lambda a: f"update sparsity at bf16 - at fp32, {a['model']}",
+            INTERVAL, _gap_detail, fp32_moves_everything, "Weights"),
+    Measure("matched_weight_diff", matched_weight_diff, MatchedArgs,
+            lambda a: f"{a['quantity']} {a['model']} - {a['against']} (matched by {a['match']}"
+                      + (f"; {a['part']} matrices)" if a["part"] else ")"), INTERVAL, _matched_detail, one_tensor,
+            "Weights"),
+    Measure("mask_overlap", mask_overlap, OverlapArgs,
+            lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
+                      + ("its other seeds" if a["pairing"] == "seeds" else a["against"]), INTERVAL, _overlap_detail,
+            section="Weights"),
+)

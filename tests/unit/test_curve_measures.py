@@ -7,20 +7,15 @@ import pytest
 
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.errors import UserError
-from rlvr.experiments.curve_measures import (
-    below_jitter,
-    crossing_scan,
-    curve,
-    curve_param_diff,
-    curve_prediction,
-    curve_shift_balance,
-    early_ranking,
-    jitter,
-    never_crossed,
-    no_crossing,
-    unbent,
-)
+from rlvr.experiments.curve_measures import curve, jitter
+from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import Estimate, verdict
+
+curve_prediction, curve_param_diff, curve_shift_balance, early_ranking, crossing_scan = (
+    MEASURES[m].run for m in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking",
+                              "crossing_scan"))
+below_jitter, unbent, never_crossed, no_crossing = (
+    MEASURES[m].why for m in ("curve_prediction", "curve_param_diff", "early_ranking", "crossing_scan"))
 
 
 def series(A, B, C_mid, seed, R0=0.2, noise=0.004, steps=400, every=10, per_step=128):
@@ -139,8 +134,9 @@ def test_a_parameter_comparison_is_not_identifiable_unless_every_fit_has_bent():
     why = unbent({**args, "model": "late"}, est, det)
     assert why.startswith("not every fit has bent (late 0 of 3, fast 3 of 3)")
     assert verdict(est, "positive", why) == "not identifiable here"
-    est, det = curve_shift_balance(lambda e, m, s: short[(m, s)], {**args, "model": "late"}, [0, 1, 2], [0, 1, 2])
-    assert "late 0 of 3" in unbent(args, est, det)
+    balance = {"eval": "d", "model": "late", "against": "fast"}
+    est, det = curve_shift_balance(lambda e, m, s: short[(m, s)], balance, [0, 1, 2], [0, 1, 2])
+    assert "late 0 of 3" in MEASURES["curve_shift_balance"].why(balance, est, det)
 
 
 def test_an_unidentified_quantity_is_not_identifiable_whatever_its_interval():
@@ -165,5 +161,6 @@ def test_a_prediction_tolerance_below_the_evaluations_jitter_is_not_identifiable
     noisy = quiet + rng.normal(0, 0.04, 400)
     assert jitter(quiet) == pytest.approx(0, abs=1e-9) and jitter(noisy) == pytest.approx(0.04, rel=0.15)
     details = {"s0": {"jitter": jitter(noisy)}, "s1": {"jitter": 0.05}}
-    assert "below one evaluation's own jitter" in below_jitter({"tolerance": 0.02}, [], details)
-    assert below_jitter({"tolerance": 0.1}, [], details) == ""
+    args = {"eval": "d", "model": "m", "fraction": 0.5}  # the default tolerance: 2 points
+    assert "below one evaluation's own jitter" in below_jitter(args, [], details)
+    assert below_jitter({**args, "tolerance": 0.1}, [], details) == ""

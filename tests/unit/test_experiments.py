@@ -15,6 +15,8 @@ from rlvr.eval.passk import bootstrap_ci
 from rlvr.experiments import measures, spec
 from rlvr.experiments.verdict import Estimate, spread, verdict
 
+RUN = {name: m.run for name, m in measures.MEASURES.items()}
+
 
 def E(v, lo, hi, seed=0):
     return Estimate(seed, v, lo, hi)
@@ -71,18 +73,19 @@ def test_passk_diff_support_and_entropy_by_hand():
     rl = _stats([4, 2, 0, 0], 4, ans=[0.0, 0.5, 0.0, 0.0])
     get = {("e", "base", None): base, ("e", "rl", 0): rl}.__getitem__
     look = lambda e, m, s: get((e, m, s))  # noqa: E731
-    est, det = measures.passk_diff(look, {"eval": "e", "model": "rl", "against": "base", "k": 1}, [0], [None])
+    est, det = RUN["passk_diff"](look, {"eval": "e", "model": "rl", "against": "base", "k": 1},
+                                                  [0], [None])
     # pass@1 = c/n: rl (1, .5, 0, 0), base (1, 0, .25, 0) -> per-problem diff (0, .5, -.25, 0), mean 0.0625
     assert est[0].value == pytest.approx(0.0625)
     lo, hi = bootstrap_ci(np.array([0, 0.5, -0.25, 0]))
     assert (est[0].lo, est[0].hi) == pytest.approx((lo, hi))
     assert det["model"]["s0"]["4"] == pytest.approx(0.5) and det["against"]["s0"]["4"] == pytest.approx(0.5)
-    est, det = measures.support_balance(look, {"eval": "e", "model": "rl", "against": "base"}, [0], [None])
+    est, det = RUN["support_balance"](look, {"eval": "e", "model": "rl", "against": "base"}, [0], [None])
     # base supports p0, p2; rl supports p0, p1: shrunk p2, expanded p1 -> (0, -1, +1, 0), mean 0
     assert est[0].value == 0 and det["s0"]["counts"] == {"preserved": 1, "shrunk": 1, "expanded": 1,
                                                           "out_of_support": 1}
     assert det["s0"]["rates"]["SRR"] == pytest.approx(0.5) and det["s0"]["rates"]["NSCR"] == 0
-    est, _ = measures.entropy_diff(look, {"eval": "e", "model": "rl", "against": "base", "level": "answer"},
+    est, _ = RUN["entropy_diff"](look, {"eval": "e", "model": "rl", "against": "base", "level": "answer"},
                                    [0], [None])
     assert est[0].value == pytest.approx((-1.0 + 0 - 0.2 + 0) / 4)
 
@@ -91,7 +94,7 @@ def test_ppl_diff_pairs_problems_with_both_values():
     base = _stats([1, 1, 1], 2, ppl=[2.0, 1.0, 3.0])
     rl = _stats([1, 0, 1], 2, ppl_ok=[1.5, None, 1.0])
     look = {("e", "base", None): base, ("e", "rl", 1): rl}.__getitem__
-    est, det = measures.ppl_diff(lambda e, m, s: look((e, m, s)), {"eval": "e", "model": "rl", "against": "base"},
+    est, det = RUN["ppl_diff"](lambda e, m, s: look((e, m, s)), {"eval": "e", "model": "rl", "against": "base"},
                                  [1], [None])
     assert est[0].value == pytest.approx(((1.5 - 2.0) + (1.0 - 3.0)) / 2) and det["s1"]["problems"] == 2
 
@@ -130,6 +133,12 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
                          "args": {"eval": "e", "model": "rl", "arms": [], "fraction": 0.25}}]},
             "claims[0].args.arms: a non-empty list"),
            ({"claims": [claim, {**claim, "expect": "up"}]}, "claims[1].expect: use one of positive, negative"),
+           ({"claims": [{**claim, "args": {**claim["args"], "kk": 2}}]},  # a misspelt argument, not a default
+            "claims[0].args.kk: unknown key; did you mean 'k'?"),
+           ({"claims": [{**claim, "args": {**claim["args"], "k": "all"}}]}, "claims[0].args.k: 'all'; use one of max"),
+           ({"claims": [{**claim, "measure": "entropy_diff",
+                         "args": {"eval": "e", "model": "rl", "against": "base", "level": "tokens"}}]},
+            "claims[0].args.level: 'tokens'; use one of token, answer"),
            ({"models": {"rl": {"kind": "rl"}}}, "models: needs a model called base"),
            ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}},
             "models.d.teacher: 't' is not a model declared"),
@@ -255,7 +264,7 @@ def test_a_shared_model_meets_every_seed_of_a_seeded_one():
     base = _stats([4, 0], 4)
     rls = {s: _stats([c, 4], 4) for s, c in ((0, 0), (1, 2), (2, 4))}
     look = {("e", "base", None): base, **{("e", "rl", s): v for s, v in rls.items()}}.__getitem__
-    est, det = measures.passk_diff(lambda e, m, s: look((e, m, s)),
+    est, det = RUN["passk_diff"](lambda e, m, s: look((e, m, s)),
                                    {"eval": "e", "model": "base", "against": "rl", "k": 1}, [None], [0, 1, 2])
     # base pass@1 (1, 0); rl s0 (0, 1), s1 (.5, 1), s2 (1, 1) -> base - rl: -0.0, -0.25, -0.5 mean per seed
     assert [e.seed for e in est] == [0, 1, 2] and set(det["crossover"]) == {"s0", "s1", "s2"}
@@ -300,16 +309,17 @@ def test_three_checkpoints_are_too_few_for_a_95_percent_cluster_interval():
     from rlvr.experiments.association_measures import distinct_resamples, too_few_clusters
 
     assert [distinct_resamples(g) for g in (1, 2, 3, 4, 5)] == [1, 3, 10, 35, 126]
-    three = {"pairs": [["a", "x"], ["b", "y"], ["c", "z"]]}
-    assert "at most 10 distinct resamples" in too_few_clusters(three, [], {"units": 9})
-    assert too_few_clusters({"pairs": [["a", "x"]] * 5}, [], {"units": 15}) == ""
-    assert too_few_clusters({**three, "cluster": False}, [], {"units": 9}) == ""  # 9 units: 24310 resamples
+    rule = measures.MEASURES["gain_association"].why
+    three = {"eval": "e", "pairs": [["a", "x"], ["b", "y"], ["c", "z"]]}
+    assert "at most 10 distinct resamples" in rule(three, [], {"units": 9})
+    assert rule({"eval": "e", "pairs": [["a", "x"]] * 5}, [], {"units": 15}) == ""
+    assert rule({**three, "cluster": False}, [], {"units": 9}) == ""  # 9 units: 24310 resamples
+    assert too_few_clusters({"pairs": [1, 2, 3], "cluster": True}, [], {}) != ""
 
 
 def test_a_run_that_starts_at_its_collapse_threshold_makes_the_order_not_identifiable():
-    from rlvr.experiments.series_measures import starts_at_threshold
-
-    args = {"model": "f", "against": "q"}
+    starts_at_threshold = measures.MEASURES["collapse_order"].why
+    args = {"eval": "d", "model": "f", "against": "q"}
     fine = {"s0": {"model_step": 61.0, "model_collapsed": False, "against_step": 22.0, "against_collapsed": True}}
     assert starts_at_threshold(args, [], fine) == ""
     early = {**fine, "s1": {"model_step": 40.0, "model_collapsed": True, "against_step": 3.0,
@@ -373,3 +383,18 @@ def test_a_block_bootstrap_widens_the_interval_of_an_autocorrelated_series():
     plain = bootstrap_stat(lambda i: x[i].mean(), x.size)
     block = bootstrap_stat(lambda i: x[i].mean(), x.size, block=block_length(x.size))
     assert block[1] - block[0] > 1.5 * (plain[1] - plain[0])
+
+
+def test_a_measure_is_registered_once_with_everything_the_page_needs():
+    from rlvr.experiments.registry import Measure, register
+
+    for name, m in measures.MEASURES.items():
+        assert m.name == name and m.interval and callable(m.detail) and dataclasses.is_dataclass(m.args)
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Measure("passk_diff", measures.passk_diff, measures.PasskArgs, str, "x"))
+    curves = {n for n, m in measures.MEASURES.items() if m.section == "Curves"}
+    assert curves == {"curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan"}
+    # the typed arguments fill the defaults (only there): pass@max, entropy against the base
+    assert measures.MEASURES["passk_diff"].typed({"eval": "e", "model": "a", "against": "b"})["k"] == "max"
+    assert measures.MEASURES["entropy_stability"].typed(
+        {"eval": "e", "model": "a", "against": "b", "level": "token"})["reference"] == "base"

@@ -14,6 +14,9 @@ import torch
 from rlvr.analysis.update_records import tensor_part, tensor_record, update_rel_norm
 from rlvr.errors import UserError
 from rlvr.experiments import weight_measures as wm
+from rlvr.experiments.measures import MEASURES
+
+RUN = {name: m.run for name, m in MEASURES.items()}
 
 
 def test_match_index_is_nearest_on_a_log_scale_and_refuses_a_model_that_did_not_move():
@@ -53,13 +56,13 @@ def _ck(name, kl, norm, recs, masks=None):
 def test_precision_gap_by_hand():
     recs = [_rec("mlp.w1", 100, 80, 100), _rec("attention.wq", 300, 150, 300)]
     st = {"kind": "weights", "checkpoints": [_ck("final", 1e-3, 1e-3, recs)]}
-    est, det = wm.precision_gap(lambda e, m, s: st, {"eval": "w", "model": "rl"}, [0], [None])
+    est, det = RUN["precision_gap"](lambda e, m, s: st, {"eval": "w", "model": "rl"}, [0], [None])
     assert est[0].value == pytest.approx((20 + 150) / 400)
     assert det["s0"]["sparsity_bf16"] == pytest.approx(170 / 400) and det["s0"]["sparsity_fp32"] == 0
     assert det["s0"]["by_part"]["mlp"] == {"bf16": pytest.approx(0.2), "fp32": 0.0}
     still = {"kind": "weights", "checkpoints": [_ck("final", 0, 0, [_rec("mlp.w1", 100, 0, 0)])]}
     with pytest.raises(UserError, match="did not change"):
-        wm.precision_gap(lambda e, m, s: still, {"eval": "w", "model": "rl"}, [0], [None])
+        RUN["precision_gap"](lambda e, m, s: still, {"eval": "w", "model": "rl"}, [0], [None])
 
 
 def _mat(name, numel, drift, share, random=0.01):
@@ -75,15 +78,15 @@ def test_matched_weight_diff_picks_the_checkpoint_and_weights_by_parameters():
         _ck("final", 2.1e-3, 2e-2, [_mat("mlp.a", 100, 0.9, 0.09), _mat("attention.b", 300, 0.9, 0.09)])]}
     look = {"rl": rl, "sft": sft}
     args = {"eval": "w", "model": "rl", "against": "sft", "quantity": "spectral_drift", "match": "kl"}
-    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], args, [0], [0])
+    est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], args, [0], [0])
     assert det["s0"]["matched"] == "final"  # KL 2.1e-3 is nearest 2e-3
     assert est[0].value == pytest.approx((100 * (0.1 - 0.9) + 300 * (0.3 - 0.9)) / 400)
-    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "match": "norm", "quantity": "energy_ratio"},
-                                      [0], [0])
+    by_norm = {**args, "match": "norm", "quantity": "energy_ratio"}
+    est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], by_norm, [0], [0])
     assert det["s0"]["matched"] == "step_000010"  # norm 5e-3 equals
     assert est[0].value == pytest.approx((100 * (2 - 5) + 300 * (4 - 5)) / 400)
-    with pytest.raises(UserError, match="quantity one of"):
-        wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "quantity": "nope"}, [0], [0])
+    with pytest.raises(UserError, match="args.quantity: .nope.; use one of"):
+        RUN["matched_weight_diff"](lambda e, m, s: look[m], {**args, "quantity": "nope"}, [0], [0])
 
 
 def test_mask_overlap_by_hand_across_runs_and_seeds():
@@ -96,10 +99,10 @@ def test_mask_overlap_by_hand_across_runs_and_seeds():
     get = lambda e, m, s: runs[(m, s)]  # noqa: E731
     # x-s0 vs x-s1: J = 2/4; chance: inter 3*3/8 = 1.125, union 6 - 1.125 = 4.875
     j0 = 1.125 / 4.875
-    est, det = wm.mask_overlap(get, {"eval": "w", "model": "x", "pairing": "seeds"}, [0, 1], [None])
+    est, det = RUN["mask_overlap"](get, {"eval": "w", "model": "x", "pairing": "seeds"}, [0, 1], [None])
     assert len(est) == 1 and est[0].value == pytest.approx((0.5 - j0) / (1 - j0))
     assert det["x-s0 vs x-s1"]["jaccard"] == pytest.approx(0.5)
-    est, _ = wm.mask_overlap(get, {"eval": "w", "model": "x", "against": "y", "pairing": "same_seed"}, [0], [0])
+    est, _ = RUN["mask_overlap"](get, {"eval": "w", "model": "x", "against": "y", "pairing": "same_seed"}, [0], [0])
     assert est[0].value == pytest.approx(1.0)  # identical masks
     assert wm.unpack_mask(base64.b64encode(np.packbits(a).tobytes()).decode(), 8).tolist() == a.tolist()
 
@@ -209,21 +212,20 @@ def test_entropy_prediction_lags_the_prediction_by_one_step():
 
     pred = [1.0, -2.0, 3.0, -1.0, 2.0, 0.5]
     obs = [None] + pred[:-1]  # the change observed at t is the one predicted at t-1, exactly
-    est, det = dm.entropy_prediction(lambda e, m, s: _series(pred, obs), {"eval": "d", "model": "g"}, [0], [None])
+    est, det = RUN["entropy_prediction"](lambda e, m, s: _series(pred, obs), {"eval": "d", "model": "g"}, [0], [None])
     assert est[0].value == pytest.approx(1.0) and det["s0"]["steps"] == 5 and det["s0"]["sign_agreement"] == 1.0
     x, y = dm.lagged_pairs({"step": [1, 2, 4, 5], "dH_total": [1, 2, 3, 4], "entropy_obs_change": [0, 5, 6, 7]})
     assert x.tolist() == [1, 3] and y.tolist() == [5, 7]  # the gap 2 -> 4 breaks a pair
 
 
 def test_driving_cell_by_hand():
-    from rlvr.experiments import dynamics_measures as dm
 
     cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
     st = _series([0.0, 0.0], [None, 0.0], cells)
-    est, det = dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
+    est, det = RUN["driving_cell"](lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
     assert est[0].value == pytest.approx(-5 - (-2)) and det["s0"]["largest_decrease"] == "neg_valley"
-    with pytest.raises(UserError, match="cell must be"):
-        dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
+    with pytest.raises(UserError, match="args.cell: .x.; use one of"):
+        RUN["driving_cell"](lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
 
 
 def test_dynamics_series_merges_the_rows_of_each_step_the_last_value_winning(tmp_path):
@@ -241,19 +243,17 @@ def test_dynamics_series_merges_the_rows_of_each_step_the_last_value_winning(tmp
 
 
 def test_driving_cell_for_an_increase_and_entropy_stability_by_hand():
-    from rlvr.experiments import dynamics_measures as dm
-    from rlvr.experiments import measures
 
     cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
     st = _series([0.0, 0.0], [None, 0.0], cells)
     args = {"eval": "d", "model": "g", "cell": "neg_peak", "direction": "increase"}
-    est, det = dm.driving_cell(lambda e, m, s: st, args, [0], [None])
+    est, det = RUN["driving_cell"](lambda e, m, s: st, args, [0], [None])
     assert est[0].value == pytest.approx(1 - 0.2) and det["s0"]["largest_increase"] == "neg_peak"
     base = {"ids": ["a", "b"], "token_entropy": [0.3, 0.3]}
     wapo = {"ids": ["a", "b"], "token_entropy": [0.2, 0.4]}   # shifts 0.1, 0.1
     grpo = {"ids": ["a", "b"], "token_entropy": [0.8, 0.0]}   # shifts 0.5 (up), 0.3 (down)
     look = {"base": base, "w": wapo, "g": grpo}
-    est, det = measures.entropy_stability(lambda e, m, s: look[m], {"eval": "h", "model": "w", "against": "g",
+    est, det = RUN["entropy_stability"](lambda e, m, s: look[m], {"eval": "h", "model": "w", "against": "g",
                                                                     "level": "token"}, [None], [None])
     assert est[0].value == pytest.approx(((0.1 - 0.5) + (0.1 - 0.3)) / 2) and det["shared"]["reference"] == 0.3
 
@@ -267,8 +267,8 @@ def test_matched_weight_diff_of_one_part_and_of_bf16_sparsity():
     sft = {"kind": "weights", "checkpoints": [_ck("final", 1e-3, 1e-3, mats(100, 300))]}
     look = {"rl": rl, "sft": sft}
     args = {"eval": "w", "model": "rl", "against": "sft", "quantity": "sparsity_bf16", "match": "norm"}
-    est, _ = wm.matched_weight_diff(lambda e, m, s: look[m], args, [0], [0])
+    est, _ = RUN["matched_weight_diff"](lambda e, m, s: look[m], args, [0], [0])
     assert est[0].value == pytest.approx((100 * (0.1 - 0.0) + 300 * (0.5 - 0.0)) / 400)
-    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
+    est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
     assert est[0].value == pytest.approx(0.5) and list(det["s0"]["by_part"]) == ["embedding"]
     assert math.isnan(est[0].lo)  # a single matrix: no interval, so the verdict cannot be reproduced

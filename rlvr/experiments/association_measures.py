@@ -14,17 +14,23 @@ A unit is one (checkpoint, seed). ``pairs`` lists, per checkpoint, the models th
 
 The estimate is Pearson's r (``stat: rho``: Spearman's) with a bootstrap interval that resamples
 whole checkpoints (the seeds of one checkpoint share its x, or its base) unless ``cluster: false``.
-It is not identifiable here (:func:`too_few_clusters`) when the resampled units are too few for a 95%
-percentile interval: G checkpoints drawn G times with replacement give at most C(2G - 1, G) distinct
-resamples, and a 2.5% tail needs at least 40 of them (G >= 5; 3 checkpoints give 10).
+The details add an exact permutation test over checkpoints (:func:`permutation_p`: the checkpoints'
+x values permuted among them, every permutation, the share whose r is at least as far from 0 in the
+observed direction). It is not identifiable here (:func:`too_few_clusters`) when the resampled
+units are too few for a 95% percentile interval: G checkpoints drawn G times with replacement give
+at most C(2G - 1, G) distinct resamples, and a 2.5% tail needs at least 40 of them (G >= 5; 3
+checkpoints give 10).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import permutations
 from math import comb
 
-from rlvr.analysis.association import associate
+import numpy as np
+
+from rlvr.analysis.association import associate, pearson
 from rlvr.analysis.collapse import analyse_run
 from rlvr.errors import UserError
 from rlvr.experiments.cells import cell_passk
@@ -68,6 +74,28 @@ def _gain(get, ev: str, rl: str, start: str, s, k: int) -> float:
     return passk(m, k) - passk(b, k)
 
 
+def permutation_p(x: list, y: list, groups: list) -> float:
+    """One-sided p of Pearson's r over every permutation of the groups' x values among the groups
+    (a group's units share its x): the share of permutations whose r is at least the observed one
+    in the observed direction (itself included); nan for more than 8 groups (40,320 permutations) or
+    an undefined r."""
+    ids = list(dict.fromkeys(groups))
+    if len(ids) > 8:
+        return float("nan")
+    gx = {g: x[groups.index(g)] for g in ids}
+    observed = pearson(np.asarray(x, float), np.asarray(y, float))
+    if not np.isfinite(observed):
+        return float("nan")
+    sign = 1.0 if observed >= 0 else -1.0
+    hits = total = 0
+    for perm in permutations(ids):
+        moved = dict(zip(ids, (gx[g] for g in perm)))
+        r = pearson(np.asarray([moved[g] for g in groups], float), np.asarray(y, float))
+        total += 1
+        hits += bool(np.isfinite(r) and sign * r >= sign * observed - 1e-12)
+    return hits / total
+
+
 def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate], dict]:
     a = associate(x, y, groups if args["cluster"] else None)
     if args["stat"] == "rho":
@@ -75,7 +103,8 @@ def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate
     else:
         value, lo, hi = a.r, a.r_low, a.r_high
     return [Estimate(None, value, lo, hi)], {"units": a.n, "r": a.r, "r_interval": [a.r_low, a.r_high],
-                                             "rho": a.rho, "rho_interval": [a.rho_low, a.rho_high]}
+                                             "rho": a.rho, "rho_interval": [a.rho_low, a.rho_high],
+                                             "permutation_p": permutation_p(x, y, groups)}
 
 
 def gain_association(get, args: dict, seeds, against_seeds):
@@ -160,7 +189,9 @@ def _association_detail(d: dict, a: dict) -> str:
 
     return (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
             f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "
-            f"{d['rho_interval'][1]:+.3f}]" + (f"; {d['censored']} run(s) never collapsed (counted at their "
+            f"{d['rho_interval'][1]:+.3f}]"
+            + (f", permutation p (over checkpoints) {d['permutation_p']:.3f}" if "permutation_p" in d else "")
+            + (f"; {d['censored']} run(s) never collapsed (counted at their "
                                                "last step + 1)" if d.get("censored") else "")
             + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {num(v)}" for k, v in p.items())
                                for u, p in d["points"].items()))

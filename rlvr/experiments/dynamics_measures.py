@@ -12,6 +12,9 @@ round(N^(1/3)) steps, :func:`rlvr.experiments.weight_measures.block_length`).
   min over the other three cells of sum_t dH_other[t]; < 0: ``cell`` contributes the largest
   predicted entropy decrease of the four (it drives a collapse). With ``direction: increase``,
   sum_t dH_cell[t] - max over the others; > 0: it contributes the largest increase (an explosion).
+  With ``versus`` (another cell), sum_t dH_cell[t] - sum_t dH_versus[t]: one contrast of two candidate
+  cells, where a pair of claims "cell X drives it" / "cell Y drives it" would read one number mirrored
+  (one of them always holds).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from rlvr.algo.diagnostics import CELLS
 from rlvr.analysis.association import pearson
+from rlvr.config import check
 from rlvr.errors import UserError
 from rlvr.experiments.registry import Measure, ModelArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
@@ -75,6 +79,9 @@ def driving_cell(get, args: dict, seeds, against_seeds):
     others = [i for i in range(len(CELLS)) if i != j]
 
     def stat(d: np.ndarray):
+        if args["versus"]:
+            v = CELLS.index(args["versus"])
+            return lambda idx: d[idx, j].sum() - d[idx, v].sum()
         if direction == "increase":
             return lambda idx: d[idx, j].sum() - d[idx][:, others].sum(0).max()
         return lambda idx: d[idx, j].sum() - d[idx][:, others].sum(0).min()
@@ -104,10 +111,15 @@ class CellArgs(ModelArgs):
     """One of the four entropy-dynamics cells (pos_peak, pos_valley, neg_peak, neg_valley)."""
     direction: str = "decrease"
     """decrease: does the cell give the largest predicted decrease; increase: the largest increase."""
+    versus: str = ""
+    """Another cell: the estimate is the difference of the two cells' sums (direction unused)."""
 
     def __post_init__(self):
         one_of(self.cell, CELLS, "cell")
         one_of(self.direction, DIRECTIONS, "direction")
+        check(self.versus != self.cell, "versus", "a cell against itself")
+        if self.versus:
+            one_of(self.versus, CELLS, "versus")
 
 
 def _prediction_detail(d: dict, a: dict) -> str:
@@ -131,6 +143,7 @@ register(
             lambda a: f"corr(predicted dH of step t-1, observed entropy change at t), {a['model']}", INTERVAL,
             _prediction_detail, section="Training dynamics"),
     Measure("driving_cell", driving_cell, CellArgs,
-            lambda a: f"sum dH_{a['cell']} - the {'highest' if a['direction'] == 'increase' else 'lowest'} other "
-                      f"cell's sum, {a['model']}", INTERVAL, _cell_detail, section="Training dynamics"),
+            lambda a: (f"sum dH_{a['cell']} - sum dH_{a['versus']}" if a["versus"] else
+                       f"sum dH_{a['cell']} - the {'highest' if a['direction'] == 'increase' else 'lowest'} other "
+                       "cell's sum") + f", {a['model']}", INTERVAL, _cell_detail, section="Training dynamics"),
 )

@@ -86,7 +86,7 @@ class Measure:
     computed from the data (:data:`rlvr.experiments.verdict.NOT_IDENTIFIABLE`)."""
     section: str = ""
     """The page section its claims read ("Curves", "Weights", "Training dynamics"; '' none)."""
-    models: tuple[str, ...] = field(default=("model", "against", "reference"))
+    models: tuple[str, ...] = field(default=("model", "against", "reference", "control"))
     """Its arguments that name models."""
 
     def typed(self, args: dict, where: str = "args") -> dict:

@@ -31,6 +31,9 @@ BF16_ARM_MIN_RATIO = 0.5
 """A model declared in bf16 trains where bf16 autocast runs at least this fraction of float32's speed
 (its part then takes at most about twice a float32 part); elsewhere (a CPU without bf16 units, 0.02-0.16x)
 it is not trained and its claims say so."""
+WEIGHTS_CELL = "|masks+strata@every"
+"""What a weights cell holds beyond its key's checkpoints: masks and |W0| strata at every checkpoint
+(older cells kept masks at the final one only, and are computed again)."""
 SAMPLING_SEED = 20_250_418  # every model of an evaluation samples with the same seeds (common random numbers)
 
 
@@ -51,7 +54,8 @@ class Cell:
 
 
 def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
-    return list(range(seeds)) if exp.models[model].seeded else [None]
+    spec = exp.models[model]
+    return list(range(spec.first_seed, spec.first_seed + seeds)) if spec.seeded else [None]
 
 
 def protocol_name(ev: EvalSpec) -> str:
@@ -312,7 +316,7 @@ def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
     cfg = model_config(exp, exp.models[c.model], c.seed)
     key = f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}|{config_hash(cfg.sampling)}"
     if exp.evaluations[c.eval].kind == "weights":  # the cell covers the kept checkpoints too
-        key += "|" + ",".join(Path(p).name for p in info.get("milestones", []))
+        key += "|" + ",".join(Path(p).name for p in info.get("milestones", [])) + WEIGHTS_CELL
     return path, cfg, eval_dir(out, exp.evaluations[c.eval], c.model, c.seed, c.milestone), key
 
 

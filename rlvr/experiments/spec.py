@@ -100,12 +100,15 @@ class ModelSpec:
     base: str = "base"
     """The base model (a declared model of kind ``base``, e.g. one pretrained with another corpus mix
     or size) a trained model starts from; its architecture comes from that checkpoint."""
+    first_seed: int = 0
+    """A seeded model's seeds are first_seed .. first_seed + seeds - 1: a fresh replication on seeds no
+    earlier run used (its claims pair seeds by position)."""
     pretrain_seeded: bool = False
     """A base model: pretrain it once per pretraining seed (the experiment's ``pretrain_seeds``,
     ``pretrain.seed``); every model built from it is then trained over pretraining x RL seeds
     (:mod:`rlvr.experiments.replicates`)."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"milestones": NON_NEGATIVE, "start": FRACTION}
+    RANGES: ClassVar[dict[str, Range]] = {"milestones": NON_NEGATIVE, "start": FRACTION, "first_seed": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -115,6 +118,7 @@ class ModelSpec:
         check(self.kind != "base" or not self.seeded, "", "a base model is pretrained once; it cannot be seeded")
         check(self.kind != "base" or self.base == "base", "base",
               "a base model takes no base (give it overrides or a start)")
+        check(self.seeded or not self.first_seed, "first_seed", "only a seeded model has seeds to start from")
         check(self.kind == "base" or not self.pretrain_seeded, "pretrain_seeded",
               "only a base model is pretrain_seeded (the models built from it follow)")
 

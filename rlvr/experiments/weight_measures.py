@@ -21,11 +21,16 @@ every aggregate is recomputed from the resampled records). Formulas: docs/method
   entry changed at fp32 in every seed (a model trained and stored in float32): the gap is then the
   bf16 sparsity itself, which any update below one bf16 step creates, so the claim could not fail;
   a matched difference over one tensor (:func:`one_tensor`) has no interval over tensors.
-- ``mask_overlap`` (eval, model, against, pairing): chance-corrected Jaccard of two runs' bf16
-  update masks, kappa = (J - J0) / (1 - J0), J = sum|A and B| / sum|A or B| over tensors and J0 the
-  same ratio of the independent-mask expectations; pairing ``seeds`` compares seed i of ``model``
-  with seed i+1 (mod the seed count) of the same model, ``same_seed`` seed i of ``model`` with seed
-  i of ``against``. > 0: the masks agree more than independent masks of the same densities.
+- ``mask_overlap`` (eval, model, against, pairing, chance, control, control_match): chance-corrected
+  Jaccard of two runs' bf16 update masks, kappa = (J - J0) / (1 - J0), J = sum|A and B| / sum|A or B|
+  over tensors and J0 the same ratio of the chance model's expectations; pairing ``seeds`` compares
+  seed i of ``model`` with seed i+1 (mod the seed count) of the same model, ``same_seed`` seed i of
+  ``model`` with seed i of ``against``. The chance model (``chance``): ``independent`` masks of the same
+  densities per tensor, or ``stratified``: independent within each stratum of entries whose |W0| has
+  the same binary exponent (they share one bf16 step, and every run from the same base shares them),
+  E|A and B| = sum_strata a_s b_s / n_s. > 0: the masks agree more than the chance model's. With a
+  ``control`` (e.g. sft), the estimate is kappa(A, B) - kappa(A, C), C the control's checkpoint of
+  A's seed matched to A by update norm (``control_match``: norm | kl): RL-RL overlap beyond RL-SFT's.
 """
 
 from __future__ import annotations
@@ -223,24 +228,38 @@ def unpack_mask(packed: str, numel: int) -> np.ndarray:
     return np.unpackbits(bits, count=numel).astype(bool)
 
 
-def overlap_counts(a: dict, b: dict) -> dict[str, np.ndarray]:
-    """Per tensor (T,) counts of two final checkpoints' masks ({name: packed}, records for numel):
-    inter, union and their expectations for independent masks of the same densities."""
+NULLS = ("independent", "stratified")
+
+
+def chance_inter(a: dict, b: dict, name: str, null: str, ca: int, cb: int, size: int) -> float:
+    """E|A and B| of tensor ``name`` under the chance model ``null`` (see the module docstring)."""
+    if null == "independent":
+        return ca * cb / size
+    sa, sb = a.get("strata", {}).get(name), b.get("strata", {}).get(name)
+    if sa is None or sb is None:
+        raise UserError("the |W0|-stratified chance model needs the weights cells' strata: these cells predate "
+                        "them (run the weights evaluation again)")
+    got = dict(zip(sb["exponent"], sb["changed"]))
+    return float(sum(c * got.get(e, 0) / n for e, n, c in zip(sa["exponent"], sa["size"], sa["changed"]) if n))
+
+
+def overlap_counts(a: dict, b: dict, null: str = "independent") -> dict[str, np.ndarray]:
+    """Per tensor (T,) counts of two checkpoints' masks ({name: packed}, records for numel): inter,
+    union and their expectations under the chance model ``null`` (:data:`NULLS`)."""
     numel = {r["name"]: r["numel"] for r in a["records"]}
     names = [n for n in a["masks"] if n in b["masks"]]
     rows = []
     for n in names:
         ma, mb = unpack_mask(a["masks"][n], numel[n]), unpack_mask(b["masks"][n], numel[n])
         ca, cb, size = int(ma.sum()), int(mb.sum()), numel[n]
-        ci = ca * cb / size
+        ci = chance_inter(a, b, n, null, ca, cb, size)
         rows.append((int((ma & mb).sum()), int((ma | mb).sum()), ci, ca + cb - ci, ca, cb, size))
     arr = np.array(rows, dtype=np.float64).reshape(-1, 7)
     return {k: arr[:, i] for i, k in enumerate(("inter", "union", "c_inter", "c_union", "count_a", "count_b", "numel"))}
 
 
 def mask_overlap(get, args: dict, seeds, against_seeds):
-    pairing = args["pairing"]
-    if pairing == "seeds":
+    if args["pairing"] == "seeds":
         if len(seeds) < 2:
             raise UserError(f"mask_overlap across seeds needs >= 2 seeds of {args['model']}")
         count = len(seeds) if len(seeds) > 2 else 1  # 2 seeds: one pair
@@ -250,18 +269,43 @@ def mask_overlap(get, args: dict, seeds, against_seeds):
     out, details = [], {}
     for s, other, t in pairs:
         a, b = _final(get(args["eval"], args["model"], s)), _final(get(args["eval"], other, t))
-        c = overlap_counts(a, b)
+        c = overlap_counts(a, b, args["chance"])
         if not (c["count_a"].sum() and c["count_b"].sum()):
             raise UserError(f"{args['model']}-{seed_label(s)} or {other}-{seed_label(t)} changed no weight at bf16")
-        value = kappa(c["inter"], c["union"], c["c_inter"], c["c_union"])
-        lo, hi = bootstrap_stat(_kappa_of(c), len(c["inter"]))
-        out.append(Estimate(s, value, lo, hi))
+        stat = _kappa_of(c)
         j, j0 = c["inter"].sum() / c["union"].sum(), c["c_inter"].sum() / c["c_union"].sum()
-        details[f"{args['model']}-{seed_label(s)} vs {other}-{seed_label(t)}"] = {
-            "jaccard": float(j), "chance": float(j0), "ratio": float(j / j0),
-            "density_a": float(c["count_a"].sum() / c["numel"].sum()),
-            "density_b": float(c["count_b"].sum() / c["numel"].sum())}
+        row = {"jaccard": float(j), "chance": float(j0), "ratio": float(j / j0),
+               "density_a": float(c["count_a"].sum() / c["numel"].sum()),
+               "density_b": float(c["count_b"].sum() / c["numel"].sum())}
+        if args["control"]:
+            ctrl, matched = _control_checkpoint(get, args, a, s)
+            cc = overlap_counts(a, ctrl, args["chance"])
+            if len(cc["inter"]) != len(c["inter"]):
+                raise UserError(f"{args['control']}'s masks cover other tensors than {args['model']}'s")
+            row.update(control=matched, control_kappa=_kappa_of(cc)(np.arange(len(cc["inter"]))))
+            stat = _difference(stat, _kappa_of(cc))
+        value = stat(np.arange(len(c["inter"])))
+        out.append(Estimate(s, value, *bootstrap_stat(stat, len(c["inter"]))))
+        details[f"{args['model']}-{seed_label(s)} vs {other}-{seed_label(t)}"] = row
     return out, details
+
+
+def _difference(f: Callable[[np.ndarray], float], g: Callable[[np.ndarray], float]) -> Callable[[np.ndarray], float]:
+    return lambda idx: f(idx) - g(idx)
+
+
+def _control_checkpoint(get, args: dict, a: dict, seed) -> tuple[dict, str]:
+    """The control run's checkpoint (its seed ``seed``, shared when unseeded) matched to the final
+    checkpoint ``a`` by update norm or KL, and its name; it must carry its masks."""
+    try:
+        ctrl = get(args["eval"], args["control"], seed)
+    except FileNotFoundError:
+        ctrl = get(args["eval"], args["control"], None)
+    ck = ctrl["checkpoints"][matched_checkpoint(a, ctrl, args["control_match"])]
+    if "masks" not in ck:
+        raise UserError(f"{args['control']}'s checkpoint {ck['name']} carries no mask: its weights cell predates "
+                        "masks at every checkpoint (run the weights evaluation again)")
+    return ck, ck["name"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,9 +328,17 @@ class OverlapArgs(ModelArgs):
     """The other run (pairing same_seed)."""
     pairing: str = "same_seed"
     """seeds (seed i of the model with seed i+1) | same_seed (seed i of the model with seed i of against)."""
+    chance: str = "independent"
+    """The chance model: independent (per tensor) | stratified (per |W0| exponent within each tensor)."""
+    control: str = ""
+    """A control run (e.g. sft with kept checkpoints): the estimate is the overlap beyond A's with it."""
+    control_match: str = "norm"
+    """norm | kl: which of the control's checkpoints is matched to A."""
 
     def __post_init__(self):
         one_of(self.pairing, PAIRINGS, "pairing")
+        one_of(self.chance, NULLS, "chance")
+        one_of(self.control_match, MATCHES, "control_match")
         check(self.pairing == "seeds" or bool(self.against), "against", "pairing same_seed needs against")
 
 
@@ -310,7 +362,10 @@ def _matched_detail(d: dict, a: dict) -> str:
 
 def _overlap_detail(d: dict, a: dict) -> str:
     return "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
-                     f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
+                     f"densities {x['density_a']:.3f}, {x['density_b']:.3f})"
+                     + (f"; kappa with {a['control']}@{x['control']} {x['control_kappa']:+.4f}"
+                        if "control" in x else "")
+                     for pair, x in d.items())
 
 
 register(
@@ -322,6 +377,9 @@ register(
             "Weights"),
     Measure("mask_overlap", mask_overlap, OverlapArgs,
             lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
-                      + ("its other seeds" if a["pairing"] == "seeds" else a["against"]), INTERVAL, _overlap_detail,
-            section="Weights"),
+                      + ("its other seeds" if a["pairing"] == "seeds" else a["against"])
+                      + (" (|W0|-stratified chance)" if a["chance"] == "stratified" else "")
+                      + (f", minus {a['model']} vs {a['control']} matched by {a['control_match']}"
+                         if a["control"] else ""),
+            INTERVAL, _overlap_detail, section="Weights"),
 )

@@ -10,8 +10,10 @@ Per checkpoint (``OUT/ckpt_<name>.json``, so a killed cell resumes at the first 
 - ``kl`` / ``kl_per_problem``: per-token KL(model || base) on the first ``problems`` held-out
   prompts, exact over the vocabulary at each position of ``n`` of the model's own samples per
   prompt (temperature and top-p of the evaluation), averaged per problem, then over problems;
-- at the final checkpoint only, ``masks``: {tensor: base64 of np.packbits of the flattened bf16
-  update mask} (for the mask-overlap measure).
+- ``masks``: {tensor: base64 of np.packbits of the flattened bf16 update mask} and ``strata``:
+  {tensor: the mask counted by the binary exponent of |W0|} (for the mask-overlap measure and its
+  |W0|-stratified chance model; at every checkpoint, so that a control run's checkpoint matched by
+  update norm has its mask too).
 
 ``stats.json`` = {"kind": "weights", "checkpoints": [... in step order, the final one last]}.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.analysis.update_records import compare_models, update_rel_norm
+from rlvr.analysis.update_records import compare_models, mask_strata, update_rel_norm
 from rlvr.config import RunConfig
 from rlvr.eval.generate import mean_kl_under, samples_for
 from rlvr.experiments.cells import finish_cell, open_cell
@@ -56,11 +58,10 @@ def checkpoint_stats(path: str, name: str, base_dir: str, cfg: RunConfig, task, 
     """The statistics of one checkpoint (module docstring)."""
     records, masks = compare_models(base_dir, path, ev.directions)
     kl = policy_kl(path, base_dir, cfg, task, ev.problems, ev.n, ev.temperature, ev.top_p, seed)
-    out = {"name": name, "step": step_of(name), "path": str(path), "update_rel_norm": update_rel_norm(records),
-           "kl": sum(kl) / len(kl), "kl_per_problem": kl, "records": records}
-    if final:
-        out["masks"] = {k: base64.b64encode(v.tobytes()).decode() for k, v in masks.items()}
-    return out
+    return {"name": name, "step": step_of(name), "path": str(path), "update_rel_norm": update_rel_norm(records),
+            "kl": sum(kl) / len(kl), "kl_per_problem": kl, "records": records,
+            "masks": {k: base64.b64encode(v.tobytes()).decode() for k, v in masks.items()},
+            "strata": mask_strata(base_dir, masks)}
 
 
 def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunConfig, task, ev, seed: int,

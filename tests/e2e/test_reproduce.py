@@ -95,7 +95,8 @@ def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):
     (out / "table.json").write_text(json.dumps(table))
     index = publish(out, tmp_path / "docs").read_text()
     assert (tmp_path / "docs" / "demo" / "plots" / "passk_t06.png").exists()
-    assert "| [demo](demo/README.md) | RL wins at k=1. | **reproduced** | s0 +0.100 [+0.050, +0.150] |" in index
+    row = "| [demo](demo/README.md) | RL wins at k=1. | finding | **reproduced** | s0 +0.100 [+0.050, +0.150] |"
+    assert row in index
     assert "**not measured**" in index  # an older page's "not run yet" reads as its status
     (out / "table.json").write_text(json.dumps({**table, "quick": True}))
     with pytest.raises(UserError, match="quick form"):

@@ -94,3 +94,15 @@ def test_rise_and_fall_heldout_change_and_collapse_order_by_hand():
     est, det = RUN["collapse_order"](get, {"eval": "d", "model": "never", "against": "early", "window": 1}, [0], [0])
     assert est[0].value == 7 - 2 and not det["s0"]["model_collapsed"] and det["s0"]["against_collapsed"]
     assert det["s0"]["start_reward_accuracy"] == {"never": 0.5, "early": 0.1}
+
+
+def test_the_permutation_test_over_checkpoints_is_exact():
+    from rlvr.experiments.association_measures import permutation_p
+
+    groups = [0, 0, 1, 1, 2, 2]
+    x = [0.1, 0.1, 0.2, 0.2, 0.3, 0.3]
+    y = [0.0, 0.01, 0.1, 0.11, 0.2, 0.21]  # the only ordering of 3 checkpoints as extreme: 1 of 3! = 6
+    assert permutation_p(x, y, groups) == pytest.approx(1 / 6)
+    five = [g for g in range(5) for _ in range(3)]
+    xs = [0.1 * g for g in five]
+    assert permutation_p(xs, [v + 0.001 * i for i, v in enumerate(xs)], five) == pytest.approx(1 / 120)

@@ -398,3 +398,17 @@ def test_a_measure_is_registered_once_with_everything_the_page_needs():
     assert measures.MEASURES["passk_diff"].typed({"eval": "e", "model": "a", "against": "b"})["k"] == "max"
     assert measures.MEASURES["entropy_stability"].typed(
         {"eval": "e", "model": "a", "against": "b", "level": "token"})["reference"] == "base"
+
+
+def test_a_fresh_replication_declares_seeds_no_earlier_run_used():
+    from rlvr.experiments.runner import seeds_of
+
+    exp = spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"},
+                                                            "rl": {"kind": "rl", "seeded": True, "first_seed": 3}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "rl"]}},
+                      "claims": []}, "x")
+    assert seeds_of(exp, "rl", 3) == [3, 4, 5] and seeds_of(exp, "base", 3) == [None]
+    with pytest.raises(UserError, match="models.b.first_seed: only a seeded model"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "b": {"kind": "rl",
+                                                                                          "first_seed": 3}},
+                    "evaluations": {}, "claims": []}, "x")

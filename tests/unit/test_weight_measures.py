@@ -186,7 +186,7 @@ def test_a_weights_cell_measures_every_checkpoint_and_resumes(tmp_path):
     first, final = st["checkpoints"]
     assert 0 < first["update_rel_norm"] < final["update_rel_norm"]
     assert final["kl"] > 0 and len(final["kl_per_problem"]) == 3
-    assert "masks" in final and "masks" not in first
+    assert "masks" in final and "masks" in first and set(first["strata"]) == set(first["masks"])
     assert all(r["changed_fp32"] == r["numel"] for r in final["records"])
     (out / "stats.json").unlink()
     (out / "ckpt_final.json").unlink()
@@ -272,3 +272,79 @@ def test_matched_weight_diff_of_one_part_and_of_bf16_sparsity():
     est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
     assert est[0].value == pytest.approx(0.5) and list(det["s0"]["by_part"]) == ["embedding"]
     assert math.isnan(est[0].lo)  # a single matrix: no interval, so the verdict cannot be reproduced
+
+
+def _planted(seed: int, w0s: list[torch.Tensor], p_small: float, p_large: float, like=None) -> dict:
+    """A weights cell whose bf16 masks change each entry with a probability set by its |W0| stratum
+    alone (p_small below |W0| 0.01, p_large above), independently across runs: no agreement beyond
+    what |W0| explains. ``like``: reuse another cell's masks (a control that moves exactly alike)."""
+    from rlvr.analysis.update_records import exponent_strata
+
+    rng = np.random.default_rng(seed)
+    records, masks, strata = [], {}, {}
+    for i, w0 in enumerate(w0s):
+        name = f"t{i}"
+        if like is not None:
+            mask = wm.unpack_mask(like["checkpoints"][0]["masks"][name], w0.numel())
+        else:
+            mask = rng.random(w0.numel()) < np.where(w0.abs().numpy() < 0.01, p_small, p_large)
+        records.append({"name": name, "numel": w0.numel()})
+        masks[name] = base64.b64encode(np.packbits(mask).tobytes()).decode()
+        strata[name] = exponent_strata(w0, mask)
+    ck = {"name": "final", "records": records, "masks": masks, "strata": strata, "update_rel_norm": 0.01, "kl": 0.05}
+    return {"kind": "weights", "checkpoints": [ck]}
+
+
+def test_rl_masks_that_only_share_w0_read_not_reproduced_or_inconclusive_against_the_stratified_null():
+    """The done-when control: RL-RL overlap equal to the |W0|-stratified chance model. Against the
+    independent-mask null the planted masks look like agreement (the claim as first declared reads
+    reproduced); against the stratified null they do not."""
+    from rlvr.experiments.verdict import verdict
+
+    g = torch.Generator().manual_seed(0)
+    w0s = [torch.where(torch.rand(4000, generator=g) < 0.5, torch.full((4000,), 0.001), torch.ones(4000))
+           * (1 + 0.1 * torch.rand(4000, generator=g)) for _ in range(6)]
+    cells = {s: _planted(s, w0s, 0.95, 0.3) for s in range(3)}
+    args = {"eval": "w", "model": "rl", "pairing": "seeds"}
+    plain, _ = RUN["mask_overlap"](lambda e, m, s: cells[s], args, [0, 1, 2], [None])
+    assert verdict(plain, "positive") == "reproduced"  # the old chance model: can it fail? not here
+    strat, det = RUN["mask_overlap"](lambda e, m, s: cells[s], {**args, "chance": "stratified"}, [0, 1, 2], [None])
+    assert all(abs(e.value) < 0.02 for e in strat)
+    assert verdict(strat, "positive") in ("not reproduced", "inconclusive")
+    # cells from before the strata: not measured, saying why
+    bare = {s: {**c, "checkpoints": [{k: v for k, v in c["checkpoints"][0].items() if k != "strata"}]}
+            for s, c in cells.items()}
+    with pytest.raises(UserError, match="stratified chance model needs"):
+        RUN["mask_overlap"](lambda e, m, s: bare[s], {**args, "chance": "stratified"}, [0, 1, 2], [None])
+
+
+def test_rl_rl_overlap_must_exceed_a_matched_sft_control():
+    from rlvr.experiments.verdict import verdict
+
+    g = torch.Generator().manual_seed(1)
+    w0s = [torch.where(torch.rand(3000, generator=g) < 0.5, torch.full((3000,), 0.001), torch.ones(3000))
+           for _ in range(5)]
+    rl = {s: _planted(10 + s, w0s, 0.9, 0.5) for s in range(3)}
+    sft = {s: _planted(20 + s, w0s, 0.9, 0.5) for s in range(3)}  # moves like RL: the control absorbs it all
+    look = {**{("rl", s): c for s, c in rl.items()}, **{("sft", s): c for s, c in sft.items()}}
+    args = {"eval": "w", "model": "rl", "pairing": "seeds", "control": "sft"}
+    est, det = RUN["mask_overlap"](lambda e, m, s: look[(m, s)], args, [0, 1, 2], [None])
+    assert verdict(est, "positive") in ("not reproduced", "inconclusive")
+    assert all("control_kappa" in x and x["control"] == "final" for x in det.values())
+    twin = {s: _planted(0, w0s, 0.9, 0.5, like=rl[s]) for s in range(3)}  # SFT's mask = RL's own: far below
+    look.update({("sft", s): c for s, c in twin.items()})
+    est, _ = RUN["mask_overlap"](lambda e, m, s: look[(m, s)], args, [0, 1, 2], [None])
+    assert verdict(est, "positive") == "not reproduced"
+
+
+def test_the_mirrored_cell_pair_is_one_contrast():
+    d = {"kind": "dynamics", "series": {"step": [1, 2, 3], "entropy": [0.3, 0.2, 0.1],
+                                        **{f"dH_{c}": v for c, v in zip(("pos_peak", "pos_valley", "neg_peak",
+                                                                          "neg_valley"),
+                                                                         ([-1, -1, -1], [0, 0, 0], [1, 1, 1],
+                                                                          [-2, -2, -2]))}}}
+    args = {"eval": "d", "model": "g", "cell": "neg_valley", "versus": "pos_peak"}
+    est, _ = RUN["driving_cell"](lambda e, m, s: d, args, [0], [None])
+    assert est[0].value == pytest.approx(-6 - -3)
+    with pytest.raises(UserError, match="args.versus: a cell against itself"):
+        RUN["driving_cell"](lambda e, m, s: d, {**args, "versus": "neg_valley"}, [0], [None])

@@ -16,6 +16,8 @@ EPILOG = """examples:
                                                 # (without --page-only or --part every remaining part runs first)
   rlvr reproduce scalerl --resume-published --part 6  # continue a run whose output folder is gone: first
                                                 # put back the records published in docs/reproductions/scalerl/cells/
+  rlvr reproduce wapo --rejudge-published     # a page published without its cells: its verdicts again under
+                                                # the current rules, from its own table.json
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick); --publish also writes the
         records of the models and cells (no weights) to docs/reproductions/NAME/cells/
@@ -41,6 +43,10 @@ def add_arguments(p) -> None:
     p.add_argument("--resume-published", action="store_true",
                    help="first put the published records (docs/reproductions/NAME/cells/: finished models "
                         "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")
+    p.add_argument("--rejudge-published", action="store_true",
+                   help="judge the published page again from its own table.json under the current rules (for a "
+                        "page published without its cells): rewrites docs/reproductions/NAME/ and the index, "
+                        "trains and evaluates nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
 
@@ -96,10 +102,15 @@ def run(args) -> int:
         raise UserError(f"--max-minutes must be > 0 (got {args.max_minutes})")
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
-    from rlvr.experiments.reproduction import reproduce
+    from rlvr.experiments.reproduction import PUBLISHED, reproduce
     from rlvr.experiments.spec import load
 
     exp = load(args.name)
+    if args.rejudge_published:
+        from rlvr.experiments.rejudge import rejudge_published
+
+        print(f"published: {rejudge_published(exp, PUBLISHED)}")
+        return 0
     if args.quick:
         exp = exp.quick_form()
     out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")

@@ -112,3 +112,57 @@ def status_of(row: dict) -> str:
     or "not measured: why")."""
     v = row["verdict"]
     return v if v in VERDICTS else NOT_MEASURED
+
+
+def shown_status(row: dict | None) -> str:
+    """A row's status as the change table shows it: ``reproduced (post hoc)``, ``premise: reproduced``;
+    ``(not declared)`` for no row."""
+    if row is None:
+        return "(not declared)"
+    text = status_of(row) + (" (post hoc)" if row.get("post_hoc") else "")
+    return f"premise: {text}" if row.get("kind", "finding") == "premise" else text
+
+
+def verdict_changes(old: list[dict], new: list[dict]) -> list[dict]:
+    """[{id, before, after, why}] for every claim whose shown status differs between the published
+    rows ``old`` and the new rows ``new`` (a removed claim reads ``(removed)``), the reason computed
+    from the two rows."""
+    before, after = {r["id"]: r for r in old if "id" in r}, {r["id"]: r for r in new}
+    out = []
+    for cid in dict.fromkeys([*before, *after]):
+        was, now = shown_status(before.get(cid)), shown_status(after.get(cid)) if cid in after else "(removed)"
+        if was != now:
+            out.append({"id": cid, "before": was, "after": now, "why": _change_reason(before.get(cid), after.get(cid))})
+    return out
+
+
+def _change_reason(old: dict | None, new: dict | None) -> str:
+    if new is None:
+        return "no longer declared"
+    if old is None:
+        late = f"; post hoc: {new['post_hoc']}" if new.get("post_hoc") else ""
+        return ("new claim" + (f" ({new['declared']})" if new.get("declared") else "")
+                + (f": {new['why']}" if new.get("why") else "") + late)
+    why = []
+    if new.get("kind") == "premise" and old.get("kind", "finding") != "premise":
+        why.append("declared a premise (a manipulation check): never counted")
+    if new.get("post_hoc") and not old.get("post_hoc"):
+        why.append(f"post hoc: {new['post_hoc']}")
+    if (new["measure"], new["args"], new["expect"]) != (old["measure"], old["args"], old["expect"]):
+        why.append("re-declared (its measure, arguments or direction changed)")
+    if status_of(new) != status_of(old):
+        why.append(_status_reason(old, new))
+    return "; ".join(why)
+
+
+def _status_reason(old: dict, new: dict) -> str:
+    status = status_of(new)
+    if status == NOT_MEASURED or status == "not identifiable here":
+        return new.get("why") or status
+    same = [(e["value"], e["lo"], e["hi"]) for e in old.get("estimates", [])] == \
+        [(e["value"], e["lo"], e["hi"]) for e in new.get("estimates", [])]
+    level = new.get("seed_level")
+    if same and level:
+        return (f"the seed-level interval [{level['lo']:+.3f}, {level['hi']:+.3f}] (between-seed variation) "
+                + ("covers 0" if level["lo"] <= 0 <= level["hi"] else "lies beyond 0"))
+    return "recomputed from its cells (intervals: the measure's current construction)"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
-from rlvr.experiments.claims import counts, status_of
+from rlvr.experiments.claims import counts, status_of, verdict_changes
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.page_plots import new_axes, save_axes
 from rlvr.experiments.registry import rounded
@@ -61,7 +61,7 @@ def eval_line(e: EvalSpec) -> str:
     return f"evaluation `{e.name}`: {sampled}; models {models}"
 
 
-def _interval_text(exp: Experiment) -> str:
+def interval_text(exp: Experiment) -> str:
     return "; ".join(dict.fromkeys(MEASURES[c.measure].interval for c in exp.claims))
 
 
@@ -104,7 +104,7 @@ def claim_tables(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _details(rows: list[dict]) -> list[str]:
+def detail_lines(rows: list[dict]) -> list[str]:
     """One readable line per measured claim (its measure's registered details line; with several
     pretraining seeds, one per pretraining seed)."""
     out = []
@@ -201,7 +201,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
     lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "
-             f"{status}. {STATUS_TEXT} (intervals: {_interval_text(exp)}).", "",
+             f"{status}. {STATUS_TEXT} (intervals: {interval_text(exp)}).", "",
              *claim_tables(rows)]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
@@ -212,7 +212,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
             lines += [f"## {title}", "", *body]
     if exp.notes and not quick:
         lines += ["## What the run showed", "", *[f"- {n}" for n in exp.notes], ""]
-    lines += ["## Details", "", *_details(rows), "", *declaration_lines(rows)]
+    lines += ["## Details", "", *detail_lines(rows), "", *declaration_lines(rows)]
     tl = _trajectory_lines(traj)
     if tl:
         lines += ["## Through training", "", *tl]
@@ -283,10 +283,12 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
     if table.get("quick"):
         raise UserError("a quick form checks the machinery, not the claims: publish a full run")
     dest = docs / table["experiment"]
+    before = read_json(dest / "table.json") or {}
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    for name in ("README.md", "table.json"):
-        shutil.copy2(out / name, dest / name)
+    shutil.copy2(out / "README.md", dest / "README.md")
+    table["changes"] = verdict_changes(before.get("claims", []), table["claims"]) if before else []
+    (dest / "table.json").write_text(json.dumps(table, indent=1))
     if (out / "plots").is_dir():
         shutil.copytree(out / "plots", dest / "plots")
     save_archive(out, dest / "cells", series)

@@ -113,3 +113,43 @@ def test_the_cells_a_claim_reads():
     assert pv.cells_read({"eval": "e", "model": "a", "against": "b"}) == [("e", "a"), ("e", "b")]
     assert pv.cells_read({"eval": "h", "dynamics": "d", "pairs": [["i", "r", "s"]]}) == [("d", "i"), ("h", "r"),
                                                                                            ("h", "s")]
+
+
+def test_a_page_published_without_cells_is_judged_again_from_its_table(tmp_path):
+    """The published estimates are kept; the current rules decide: the seed-level interval, a premise,
+    a re-declared claim (not measured: no cells); the changes say why."""
+    from rlvr.experiments import spec
+    from rlvr.experiments.rejudge import rejudge_published
+
+    exp = spec.load("wapo")
+    est = [{"seed": s, "value": v, "lo": v - 0.01, "hi": v + 0.01, "label": f"s{s}"}
+           for s, v in enumerate((-0.02, -0.3, -0.1))]
+    tight = [{**e, "value": v, "lo": v - 0.01, "hi": v + 0.01} for e, v in zip(est, (-0.22, -0.23, -0.22))]
+    rows = [{"id": "grpo_unstable_hi", "claim": "c", "paper": "p", "expect": "negative", "measure": "passk_diff",
+             "args": {"eval": "held_hi", "model": "grpo_hi", "against": "base", "k": 1}, "quantity": "q",
+             "estimates": tight, "spread": {"seeds": 3}, "verdict": "reproduced", "details": {"crossover": {}}},
+            {"id": "wapo_accuracy_mid", "claim": "c", "paper": "p", "expect": "positive", "measure": "passk_diff",
+             "args": {"eval": "held_mid", "model": "wapo_mid", "against": "grpo_mid", "k": 1}, "quantity": "q",
+             "estimates": [{**e, "value": -e["value"], "lo": -e["hi"], "hi": -e["lo"]} for e in est],
+             "spread": {"seeds": 3}, "verdict": "reproduced", "details": {"crossover": {}}},
+            {"id": "neg_valley_drives_fall_lo", "claim": "c", "verdict": "reproduced", "estimates": est,
+             "spread": {"seeds": 3}}]
+    page = tmp_path / "wapo"
+    page.mkdir()
+    (page / "table.json").write_text(json.dumps({"experiment": "wapo", "status": "complete", "claims": rows}))
+    (page / "README.md").write_text("# t\n\nExperiment `wapo`; complete. Old.\n\n| claim |\n|---|\n| row |\n\n"
+                                    "## Details\n\n- old\n\n## Protocol\n\n- kept\n")
+    rejudge_published(exp, tmp_path)
+    table = json.loads((page / "table.json").read_text())
+    by = {r["id"]: r for r in table["claims"]}
+    assert by["grpo_unstable_hi"]["kind"] == "premise" and by["grpo_unstable_hi"]["verdict"] == "reproduced"
+    # every seed above 0 but spread: the seed-level interval covers 0
+    assert by["wapo_accuracy_mid"]["verdict"] == "inconclusive"
+    assert by["valley_not_peak_drives_fall_lo"]["verdict"] == "not measured"
+    changes = {c["id"]: c for c in table["changes"]}
+    assert "seed-level interval" in changes["wapo_accuracy_mid"]["why"]
+    assert changes["neg_valley_drives_fall_lo"]["after"] == "(removed)"
+    assert changes["grpo_unstable_hi"]["after"].startswith("premise: reproduced")
+    readme = (page / "README.md").read_text()
+    assert "Old." not in readme and "- kept" in readme and "## Declarations" in readme and "Premises:" in readme
+    assert "Verdicts changed by the last republication" in (tmp_path / "README.md").read_text()

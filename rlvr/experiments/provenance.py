@@ -220,12 +220,16 @@ class Ledger:
 
     def mark(self, row: dict, claim) -> dict:
         """``row`` with ``declared`` (text), ``cells_computed`` (the earliest recorded cell time, or
-        None) and ``post_hoc`` (why, '' when not) of the declared ``claim``."""
+        None) and ``post_hoc`` (why, '' when not) of the declared ``claim``. A claim not measured yet
+        is post hoc only by its audited reason: its verdict will come from cells computed later, whose
+        recorded times the rule then reads."""
         d = self.declared.get(claim.id, UNKNOWN)
         times = [t for ev, m in cells_read(claim.args) for t in self.cell_times(ev, m)]
         known = sorted((t for t in times if t), key=utc)
+        measured = row.get("verdict") != "not measured"  # no verdict yet: nothing read, nothing post hoc
+        late = post_hoc(d, times, published_bound(claim.args, self.seen), "") if measured else ""
         return {**row, "declared": d.text(), "cells_computed": known[0] if known else None,
-                "post_hoc": post_hoc(d, times, published_bound(claim.args, self.seen), claim.post_hoc)}
+                "post_hoc": post_hoc(d, [], None, claim.post_hoc) if claim.post_hoc else late}
 
 
 def ledger(declaration: Path, published_table: Path, cell_times: Callable[[str, str], list[str | None]]) -> Ledger:

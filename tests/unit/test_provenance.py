@@ -153,3 +153,11 @@ def test_a_page_published_without_cells_is_judged_again_from_its_table(tmp_path)
     readme = (page / "README.md").read_text()
     assert "Old." not in readme and "- kept" in readme and "## Declarations" in readme and "Premises:" in readme
     assert "Verdicts changed by the last republication" in (tmp_path / "README.md").read_text()
+
+
+def test_a_claim_not_measured_yet_is_post_hoc_only_by_its_audited_reason(repo):
+    declared = pv.declarations(repo / "x.yaml")
+    book = pv.Ledger(declared, {("f", "rl"): "2026-12-04T12:10:00+00:00"}, lambda ev, m: [])
+    waiting = {"id": "b", "verdict": "not measured"}
+    assert book.mark(waiting, Claim("b"))["post_hoc"] == ""  # its verdict will come from cells computed later
+    assert book.mark(waiting, Claim("b", "merged from seen claims"))["post_hoc"].endswith("merged from seen claims")

@@ -18,9 +18,10 @@ from rlvr.analysis.curves import sigmoid_curve
 from rlvr.analysis.predictability import fit_with_replicates, param_diff
 from rlvr.errors import UserError
 from rlvr.experiments.curve_measures import curve, fit_run
+from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.page_plots import page_colours
 
-CURVE_MEASURES = ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan")
+SECTION = "Curves"
 PER_PLOT = 4  # models drawn with the reference in one plot
 
 
@@ -49,7 +50,7 @@ def _span(vals: list[float], spec: str, cap: float | None = None) -> str:
 def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
     """Markdown lines (empty unless a claim uses a curve measure); ``load(ev, model, seed)`` ->
     stats. Writes ``out/plots/curves_N.png``."""
-    if not any(c.measure in CURVE_MEASURES for c in exp.claims):
+    if not any(reads_curves(c) for c in exp.claims):
         return []
     evs = [e for e in exp.evaluations.values() if e.kind == "dynamics"]
     models = list(dict.fromkeys(m for e in evs for m in e.models))
@@ -103,6 +104,11 @@ def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]
     return lines
 
 
+def reads_curves(claim) -> bool:
+    """Whether ``claim``'s measure reads compute-performance curves (its registered section)."""
+    return MEASURES[claim.measure].section == SECTION
+
+
 def _mean_series(name: str, rs: list, colour: str | None = None) -> CurveSeries | None:
     """The seeds' mean curve (on the points all seeds evaluated) and its fit, for drawing."""
     n = min(C.size for _, C, *_ in rs)
@@ -120,7 +126,7 @@ def reference(exp, model: str, default: str | None) -> str | None:
     first curve claim on it that names one (e.g. an ablation on a length-bound variant against that
     variant), else ``default``."""
     for c in exp.claims:
-        if c.measure in CURVE_MEASURES and c.args.get("model") == model and c.args.get("against"):
+        if reads_curves(c) and c.args.get("model") == model and c.args.get("against"):
             return c.args["against"]
     return default
 

@@ -36,7 +36,7 @@ def _per_problem(stats: list[dict], k: int) -> np.ndarray | None:
 def grid_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
     """Markdown lines (empty unless models start from two or more checkpoints); ``load(ev, model,
     seed)`` -> stats. Writes ``out/plots/grid_<metric>.png``."""
-    starts = {m.start for m in exp.models.values() if m.base == "base"}
+    starts = {m.start for m in exp.models.values() if m.base == "base" and not (m.kind == "base" and m.overrides)}
     if len(starts) < 2:
         return []
     table: dict[str, dict[tuple[str, float], tuple[float, float, float]]] = {}

@@ -24,10 +24,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from rlvr.errors import UserError
 from rlvr.rewards.math import VERIFIERS, math_equivalent
@@ -150,8 +152,41 @@ def read_rows(path: str | Path, split: str | None = None) -> list[Any]:
     return rows
 
 
+HUB_PROBE_TIMEOUT_S = 3.0
+_TRUE = ("1", "on", "yes", "true")
+
+
+def hub_offline_mode() -> bool:
+    """True when the user asked for the hub's offline mode (``HF_HUB_OFFLINE`` or
+    ``HF_DATASETS_OFFLINE``): ``datasets`` then reads its cache only, without network calls."""
+    return any(os.environ.get(v, "").strip().lower() in _TRUE
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co)
+    opens within ``timeout`` seconds: one quick probe instead of ``datasets``' retries (about 25 s
+    offline before it gives up)."""
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
 def read_hub(name: str, config: str | None, split: str) -> list[dict]:
-    """Rows of a hub dataset via ``datasets`` (imported only here, only when asked)."""
+    """Rows of a hub dataset via ``datasets`` (imported only here, only when asked).
+
+    Without network (and without the offline mode that reads ``datasets``' cache) it fails at
+    once with the way out, instead of after ``datasets``' retries."""
+    if not hub_offline_mode() and not hub_reachable():
+        raise UserError(
+            f"no local file for {name!r} split {split!r} and the hub is unreachable; pass a local "
+            "path or put the file in $RLVR_DATA_DIR (or set HF_DATASETS_OFFLINE=1 to read a copy "
+            "that datasets cached earlier)"
+        )
     try:
         import datasets
     except ImportError as e:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.tasks import jsonl
 from rlvr.tasks.gsm8k import GSM8KTask, final_answer, gold_solution
 from rlvr.tasks.jsonl import (
     BOXED_INSTRUCTION,
@@ -187,3 +190,41 @@ def test_json_and_parquet_readers(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"a": 1}')
     with pytest.raises(UserError, match="not a JSON list"):
         read_rows(tmp_path / "bad.json")
+
+
+def test_unreachable_hub_fails_at_once_without_calling_datasets(tmp_path, monkeypatch):
+    probes: list[tuple] = []
+
+    def refuse(address, timeout):
+        probes.append((address, timeout))
+        raise OSError("Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://hub.example:8080")
+    monkeypatch.setattr(jsonl.socket, "create_connection", refuse)
+    monkeypatch.setitem(sys.modules, "datasets", None)  # an import would raise: it must not happen
+    start = time.monotonic()
+    with pytest.raises(UserError, match="hub is unreachable.*RLVR_DATA_DIR"):
+        GSM8KTask(train_path=str(tmp_path / "missing.jsonl")).problems("train")
+    assert time.monotonic() - start < 2
+    assert probes == [(("hub.example", 8080), jsonl.HUB_PROBE_TIMEOUT_S)]
+
+
+def test_offline_mode_skips_the_probe_and_asks_datasets(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(jsonl.socket, "create_connection",
+                        lambda *a, **k: pytest.fail("probed in offline mode"))
+    calls = []
+    monkeypatch.setattr(jsonl, "hub_reachable", lambda *a, **k: calls.append("probe") or True)
+
+    class FakeDatasets:
+        @staticmethod
+        def load_dataset(name, config, split):
+            calls.append((name, config, split))
+            return [{"question": "1+1?", "answer": "2 #### 2"}]
+
+    monkeypatch.setitem(sys.modules, "datasets", FakeDatasets)
+    rows = GSM8KTask(train_path=str(tmp_path / "missing.jsonl")).problems("train")
+    assert calls == [("openai/gsm8k", "main", "train")]
+    assert [p.answer for p in rows] == ["2"]

@@ -15,7 +15,9 @@ computed ONCE on the whole (mini-)batch and zero on padding, so that splitting t
 micro-batches and summing their losses gives exactly the full-batch loss and gradient.
 
 A variant = ratio (token | sequence) x surrogate (clipped | truncated-IS weight |
-positive-only) x aggregation; each registered variant composes these parts. The KL anchor and
+positive-only) x aggregation; each registered variant composes these parts. On-policy distillation
+(``opd``) is a variant too: its per-token loss is the divergence to a frozen teacher's next-token
+distribution (:mod:`rlvr.algo.distill`), read from ``LossInputs.logits`` / ``teacher_logits``. The KL anchor and
 the entropy bonus are added once, in :func:`objective`, outside the variants.
 
 Shapes: P prompts, G samples per prompt, B = P*G rows (row p*G + g is sample g of

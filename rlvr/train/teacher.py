@@ -9,6 +9,7 @@ import torch
 from rlvr.config import DISTILL_LOSS, RunConfig
 from rlvr.errors import UserError
 from rlvr.model.io import load_policy_as
+from rlvr.train.tiny_hf import build_if_tiny
 
 
 def load_teacher(cfg: RunConfig, student, student_tok) -> torch.nn.Module | None:
@@ -19,6 +20,7 @@ def load_teacher(cfg: RunConfig, student, student_tok) -> torch.nn.Module | None
     if cfg.loss.name != DISTILL_LOSS:
         return None
     device = str(next(student.parameters()).device)
+    build_if_tiny(cfg.loss.teacher)  # a tiny-hf:<arch> teacher is built on first use, as a policy is
     teacher, teacher_tok = load_policy_as(cfg.loss.teacher, cfg.model, device)
     check_same_vocabulary(student, student_tok, teacher, teacher_tok, cfg.loss.teacher)
     return teacher.eval().requires_grad_(False)

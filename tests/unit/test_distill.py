@@ -245,3 +245,19 @@ def test_the_step_scores_the_teacher_in_each_micro_batch(one_thread) -> None:
     assert all(torch.equal(p, q) for p, q in zip(teacher.parameters(), frozen))
     same, _ = update(0, copy.deepcopy(student).requires_grad_(False))
     assert same["distill_kl"] < 1e-6 and same["grad_norm"] < 1e-6
+
+
+def test_an_hf_teacher_is_built_and_checked_by_its_whole_vocabulary(tmp_path, monkeypatch) -> None:
+    """A tiny-hf teacher is built on first use (before: 'not built yet'); against a character-tokenizer
+    student it is refused, against a student with the same HF tokenizer it loads frozen."""
+    from rlvr.model.io import load_policy
+    from rlvr.train.teacher import load_teacher
+
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path))
+    cfg = load_config("opd", ["model.kind=hf", "model.path=tiny-hf:llama", "loss.teacher=tiny-hf:llama"])
+    char_student = TinyGPT(load_config("quickstart", ["model.n_layer=1", "model.d_model=16"]).model, 100)
+    with pytest.raises(UserError, match="loss.teacher=tiny-hf:llama: its tokenizer differs"):
+        load_teacher(cfg, char_student, CharTokenizer())
+    student, tok = load_policy("tiny-hf:llama")
+    teacher = load_teacher(cfg, student, tok)
+    assert teacher is not None and not any(p.requires_grad for p in teacher.parameters()) and not teacher.training

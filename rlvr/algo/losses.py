@@ -15,7 +15,9 @@ computed ONCE on the whole (mini-)batch and zero on padding, so that splitting t
 micro-batches and summing their losses gives exactly the full-batch loss and gradient.
 
 A variant = ratio (token | sequence) x surrogate (clipped | truncated-IS weight |
-positive-only) x aggregation; each registered variant composes these parts. The KL anchor and
+positive-only) x aggregation; each registered variant composes these parts. On-policy distillation
+(``opd``) is a variant too: its per-token loss is the divergence to a frozen teacher's next-token
+distribution (:mod:`rlvr.algo.distill`), read from ``LossInputs.logits`` / ``teacher_logits``. The KL anchor and
 the entropy bonus are added once, in :func:`objective`, outside the variants.
 
 Shapes: P prompts, G samples per prompt, B = P*G rows (row p*G + g is sample g of
@@ -33,7 +35,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlvr.config import AGGREGATIONS, KL_ESTIMATORS, STD_NORMS, LossConfig
+from rlvr.algo.distill import generalized_jsd, reverse_kl
+from rlvr.config import AGGREGATIONS, DISTILL_LOSS, KL_ESTIMATORS, STD_NORMS, LossConfig
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -115,6 +118,9 @@ class LossInputs:
     weights: (B, T) aggregation weights from :func:`token_weights` (full batch).
     is_weight: (B, T) detached mismatch-correction weights (:func:`rlvr.algo.mismatch.is_weights`)
         multiplying each token's loss; None = 1.
+    logits: (B, T, V) the current policy's next-token logits (with gradient) and teacher_logits:
+        (B, T, V) the frozen teacher's, at the same positions; only on-policy distillation (``opd``)
+        reads them (None for every other variant).
     """
 
     logp: Tensor
@@ -123,6 +129,8 @@ class LossInputs:
     mask: Tensor
     weights: Tensor
     is_weight: Tensor | None = None
+    logits: Tensor | None = None
+    teacher_logits: Tensor | None = None
 
     def __post_init__(self) -> None:
         shape = self.logp.shape
@@ -133,6 +141,10 @@ class LossInputs:
                 raise ValueError(f"{name} has shape {tuple(getattr(self, name).shape)}, logp {tuple(shape)}")
         if self.adv.shape != (shape[0],):
             raise ValueError(f"adv must have shape ({shape[0]},), got {tuple(self.adv.shape)}")
+        for name in ("logits", "teacher_logits"):
+            value = getattr(self, name)
+            if value is not None and value.shape[:2] != shape:
+                raise ValueError(f"{name} has shape {tuple(value.shape)}, expected ({shape[0]}, {shape[1]}, V)")
 
 
 LOSS_DEFAULTS: dict[str, float | None] = {
@@ -428,6 +440,30 @@ def wapo(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
     ratio = ratio.detach()
     high = (ratio > 1.0 + cfg.wapo_eps) & (inp.adv[:, None] > 0)
     return per_token, _stats(inp, ratio, torch.zeros_like(high), high)
+
+
+@register(DISTILL_LOSS, aggregation="token_mean", std_norm="group", paper="arXiv 2306.13649 (GKD)")
+def opd(inp: LossInputs, cfg: LossConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """On-policy distillation (GKD, arXiv 2306.13649; docs/methods/on_policy_distillation.md): on the
+    student's own samples, per token the divergence of :func:`rlvr.algo.distill.generalized_jsd`
+    between the student's and the frozen teacher's next-token distributions over the whole vocabulary
+    (``distill_beta`` 1 = reverse KL, TRL's convention), plus ``reward_coef`` x GRPO's clipped surrogate
+    of the verifier advantages (0 = pure distillation); token-mean, as TRL's ``batchmean``.
+
+    Stats: GRPO's, ``distill_div`` (the divergence trained on) and ``distill_kl`` (the reverse KL to the
+    teacher), token means over the loss mask.
+    """
+    if inp.logits is None or inp.teacher_logits is None:
+        raise ValueError(f"loss {DISTILL_LOSS!r} needs the student's and the teacher's logits "
+                         "(LossInputs.logits, LossInputs.teacher_logits)")
+    divergence = generalized_jsd(inp.logits, inp.teacher_logits, cfg.distill_beta).to(inp.logp.dtype)
+    surrogate, stats = _ppo_clip(inp, cfg, token_ratio(inp.logp, inp.old_logp, inp.mask))
+    per_token = torch.where(inp.mask != 0, divergence, torch.zeros_like(divergence))
+    if cfg.reward_coef:
+        per_token = per_token + cfg.reward_coef * surrogate
+    stats["distill_div"] = _masked_mean(divergence.detach(), inp.mask)
+    stats["distill_kl"] = _masked_mean(reverse_kl(inp.logits, inp.teacher_logits), inp.mask)
+    return per_token, stats
 
 
 # ----------------------------------------------------------------------------- KL anchor

@@ -54,6 +54,8 @@ from rlvr.config.loader import (
 from rlvr.config.model import DTYPES, ModelConfig, PretrainConfig
 from rlvr.config.recipe import (
     AGGREGATIONS,
+    DISTILL_DEFAULTS,
+    DISTILL_LOSS,
     IS_CORRECTIONS,
     KL_ESTIMATORS,
     STD_NORMS,
@@ -67,11 +69,11 @@ from rlvr.config.task import RewardConfig, TaskConfig
 
 __all__ = [
     "AGGREGATIONS", "DEVICE_PATTERN", "DTYPES", "EXCURSION_PIPELINES", "FINITE", "FRACTION", "GRID_KEYS",
-    "IS_CORRECTIONS", "KL_ESTIMATORS", "NON_NEGATIVE", "OPEN_UNIT", "POSITIVE", "PROGRESS_MODES", "RANGES",
-    "SET_BY_CODE", "STD_NORMS", "UNIT", "UNIT_HALF_OPEN", "WANDB_MODES", "AlgoConfig", "ConfigError",
-    "ExcursionsConfig", "ExcursionsGrid", "LogConfig", "LossConfig", "ModelConfig", "OptimConfig", "PipelineConfig",
-    "PretrainConfig", "Range", "RewardConfig", "RunConfig", "SamplingConfig", "TaskConfig", "TrainConfig", "above",
-    "at_least", "builtin_config_path", "check", "check_ranges", "config_hash", "dump_yaml", "from_dict",
-    "load_config", "load_declaration", "load_excursions", "parse_overrides", "parse_yaml", "read_mapping",
-    "read_yaml", "set_dotted", "to_dict",
+    "DISTILL_DEFAULTS", "DISTILL_LOSS", "IS_CORRECTIONS", "KL_ESTIMATORS", "NON_NEGATIVE", "OPEN_UNIT",
+    "POSITIVE", "PROGRESS_MODES", "RANGES", "SET_BY_CODE", "STD_NORMS", "UNIT", "UNIT_HALF_OPEN", "WANDB_MODES",
+    "AlgoConfig", "ConfigError", "ExcursionsConfig", "ExcursionsGrid", "LogConfig", "LossConfig", "ModelConfig",
+    "OptimConfig", "PipelineConfig", "PretrainConfig", "Range", "RewardConfig", "RunConfig", "SamplingConfig",
+    "TaskConfig", "TrainConfig", "above", "at_least", "builtin_config_path", "check", "check_ranges",
+    "config_hash", "dump_yaml", "from_dict", "load_config", "load_declaration", "load_excursions",
+    "parse_overrides", "parse_yaml", "read_mapping", "read_yaml", "set_dotted", "to_dict",
 ]

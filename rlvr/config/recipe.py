@@ -71,6 +71,11 @@ KL_ESTIMATORS = ("k1", "k2", "k3")
 """Per-token estimators of KL(pi || pi_ref) on tokens sampled from pi (:func:`rlvr.algo.losses.kl_penalty`),
 with d = ref_logp - logp: k1 = -d (unbiased, high variance, negative on some tokens), k2 = d^2 / 2
 (biased, low variance, >= 0), k3 = exp(d) - d - 1 (unbiased, low variance, >= 0; the default)."""
+DISTILL_LOSS = "opd"
+"""The loss variant of on-policy distillation (:func:`rlvr.algo.losses.opd`): the one that reads
+``loss.teacher``, ``loss.distill_beta`` and ``loss.reward_coef``."""
+DISTILL_DEFAULTS = {"teacher": "", "distill_beta": 1.0, "reward_coef": 0.0}
+"""The distillation fields of :class:`LossConfig` at their defaults (what every other variant must leave)."""
 IS_CORRECTIONS = ("none", "token_tis", "seq_tis", "token_mis", "seq_mis")
 """The values of ``loss.is_correction`` (train/inference mismatch correction, :mod:`rlvr.algo.mismatch`)."""
 
@@ -82,7 +87,8 @@ class LossConfig:
     :func:`rlvr.algo.losses.resolve_loss` fills them (global default < variant default < explicit value)."""
 
     name: str = "cispo"
-    """Loss variant from `rlvr.algo.losses.LOSSES`: grpo dr_grpo dapo gspo cispo wapo."""
+    """Loss variant from `rlvr.algo.losses.LOSSES`: grpo dr_grpo dapo gspo cispo wapo, or opd (on-policy
+    distillation from ``teacher``)."""
     aggregation: str = ""
     """token_mean | seq_mean_token_mean | prompt_mean | constant | wapo; "" = the variant's own."""
     std_norm: str = ""
@@ -117,6 +123,17 @@ class LossConfig:
     is_cap: float = 2.0
     """Cap C (>= 1) of the mismatch ratio: tis weights are min(ratio, C), mis weights are zero past C.
     The mismatch metrics count tokens past it whatever ``is_correction`` is."""
+    teacher: str = ""
+    """On-policy distillation (``name: opd``, docs/methods/on_policy_distillation.md): the frozen teacher
+    that scores every sampled token, a checkpoint directory (``rlvr pretrain`` / ``rlvr train`` output) or
+    a Hugging Face model; its tokenizer must be the student's. "" = no teacher (every other loss)."""
+    distill_beta: float = 1.0
+    """On-policy distillation: the divergence per token, TRL GKDTrainer's ``beta`` over the full
+    vocabulary: 1 = reverse KL(student || teacher) (the default), 0 = forward KL(teacher || student),
+    between = the generalized Jensen-Shannon divergence JSD(beta)."""
+    reward_coef: float = 0.0
+    """On-policy distillation: weight of the verifier-reward term (GRPO's clipped surrogate of the group
+    advantages) added to the divergence; 0 = pure distillation."""
 
     def __post_init__(self):
         check_section_ranges(self, "loss")
@@ -127,11 +144,17 @@ class LossConfig:
               f"unknown {self.std_norm!r}; use {' | '.join(STD_NORMS)} or \"\" (the variant's own)")
         check(self.aggregation in ("", *AGGREGATIONS), "loss.aggregation",
               f"unknown {self.aggregation!r}; use {' | '.join(AGGREGATIONS)} or \"\" (the variant's own)")
+        if self.name != DISTILL_LOSS:
+            for key, default in DISTILL_DEFAULTS.items():
+                check(getattr(self, key) == default, f"loss.{key}",
+                      f"is read only by loss.name={DISTILL_LOSS} (on-policy distillation); remove it or set "
+                      f"loss.name={DISTILL_LOSS}")
 
 
 RANGES["loss"] = {
     "eps_low": FRACTION, "eps_high": POSITIVE, "eps_max": POSITIVE, "cispo_eps_low": FRACTION,
     "wapo_eps": POSITIVE, "kl_coef": NON_NEGATIVE, "entropy_coef": NON_NEGATIVE, "is_cap": at_least(1),
+    "distill_beta": UNIT, "reward_coef": NON_NEGATIVE,
 }
 
 

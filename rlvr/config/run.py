@@ -8,7 +8,7 @@ from rlvr.config.checks import check
 from rlvr.config.excursions import ExcursionsConfig
 from rlvr.config.execution import LogConfig, PipelineConfig, TrainConfig
 from rlvr.config.model import ModelConfig, PretrainConfig
-from rlvr.config.recipe import AlgoConfig, LossConfig, OptimConfig, SamplingConfig
+from rlvr.config.recipe import DISTILL_LOSS, AlgoConfig, LossConfig, OptimConfig, SamplingConfig
 from rlvr.config.task import RewardConfig, TaskConfig
 
 
@@ -57,4 +57,11 @@ class RunConfig:
        )
         check(self.algo.overlong_cache <= self.sampling.max_new_tokens, "algo.overlong_cache",
               f"must be <= sampling.max_new_tokens={self.sampling.max_new_tokens} (got {self.algo.overlong_cache})")
+        if self.loss.name == DISTILL_LOSS:
+            check(bool(self.loss.teacher), "loss.teacher",
+                  f"loss.name={DISTILL_LOSS} (on-policy distillation) needs a teacher: set loss.teacher to a "
+                  "checkpoint directory or a Hugging Face model with the student's tokenizer")
+            check(not self.algo.zero_var_filter, "algo.zero_var_filter",
+                  f"must be false with loss.name={DISTILL_LOSS}: the filter drops the groups whose rewards are all "
+                  "equal, but the teacher's signal is in every sample; set algo.zero_var_filter=false")
 

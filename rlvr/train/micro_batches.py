@@ -63,10 +63,12 @@ class MicroBatch:
     is_weight: Tensor | None
     minibatch_rows: int
 
-    def loss_inputs(self, logp: Tensor) -> LossInputs:
-        """The policy term's inputs, with ``logp`` (b, T) the current policy's log-probs."""
+    def loss_inputs(self, logp: Tensor, logits: Tensor | None = None,
+                    teacher_logits: Tensor | None = None) -> LossInputs:
+        """The policy term's inputs, with ``logp`` (b, T) the current policy's log-probs; ``logits`` and
+        ``teacher_logits`` (b, T, V): the policy's and the distillation teacher's (on-policy distillation only)."""
         return LossInputs(logp=logp, old_logp=self.old_logp, adv=self.adv, mask=self.mask, weights=self.weights,
-                          is_weight=self.is_weight)
+                          is_weight=self.is_weight, logits=logits, teacher_logits=teacher_logits)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The state of an RL run (:class:`TrainState`: what a checkpoint holds, plus handles) and how it is
-built from a config: policy, task, training problems, optimiser, reference model, curriculum."""
+built from a config: policy, task, training problems, optimiser, reference model, distillation teacher,
+curriculum."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
 from rlvr.train.data import PromptSampler, training_problems
 from rlvr.train.pretrain import base_model
+from rlvr.train.teacher import load_teacher
 from rlvr.train.tiny_hf import build_if_tiny
 
 
@@ -46,6 +48,7 @@ class TrainState:
     gen: torch.Generator
     loss: LossConfig  # cfg.loss with the variant's defaults resolved once, by build_state (resolve_loss)
     ref_model: torch.nn.Module | None = None
+    teacher_model: torch.nn.Module | None = None  # on-policy distillation's frozen teacher (loss.name=opd)
     tracker: PassRateTracker | None = None
     step: int = 0  # RL steps done = policy version generators sample with
     version: int = 0  # optimiser updates applied (several per step with algo.minibatches > 1)
@@ -148,7 +151,8 @@ def build_state(cfg: RunConfig, model, tok) -> TrainState:
     tracker = PassRateTracker(cfg.algo.npr_threshold) if cfg.algo.npr_threshold > 0 else None
     return TrainState(cfg=cfg, model=model, tok=tok, task=task, opt=opt, loss=resolve_loss(cfg.loss),
                       data=PromptSampler(problems, cfg.train.seed), params=params, counters=counters,
-                      gen=torch.Generator().manual_seed(cfg.train.seed), ref_model=ref, tracker=tracker)
+                      gen=torch.Generator().manual_seed(cfg.train.seed), ref_model=ref,
+                      teacher_model=load_teacher(cfg, model, tok), tracker=tracker)
 
 
 def context_limit(model) -> int | None:

@@ -221,6 +221,8 @@ def train_on(st: TrainState, batch: ScoredBatch | None, sharding: Sharding = LOC
             fpt = flops_per_token(st.model)
             st.tokens += n_train
             st.flops += 3 * fpt * n_train + (fpt * n_train if st.ref_model is not None else 0)
+            if st.teacher_model is not None:  # its forward pass on every trained token
+                st.flops += flops_per_token(st.teacher_model) * n_train
     if "grad_norm" not in metrics:
         st.count("steps_without_gradient")
         warn(f"step {st.step + 1}: no gradient (every group had equal rewards or no loss tokens)")
@@ -291,16 +293,21 @@ def prepare_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask
 
 def micro_step(st: TrainState, micro: MicroBatch, diagnostics: UpdateDiagnostics) -> None:
     """Forward + backward of one micro-batch: the policy's log-probs and entropies, the reference's
-    log-probs (KL anchor), the objective (:func:`rlvr.algo.losses.objective`); its statistics to
-    ``diagnostics``. A non-finite loss is counted (``nan_loss``) and not back-propagated."""
+    log-probs (KL anchor), the distillation teacher's logits on the same sequences (frozen, no
+    gradient; on-policy distillation only), the objective (:func:`rlvr.algo.losses.objective`); its
+    statistics to ``diagnostics``. A non-finite loss is counted (``nan_loss``) and not back-propagated."""
     temperature = st.cfg.sampling.temperature
     ids, key_mask, tp = sequences(micro.rollouts, micro.rows)
     logits = completion_logits(st.model, ids, key_mask, tp, temperature)
     logp, entropy = token_logprobs(logits, micro.tokens)
-    ref_logp = None
+    ref_logp = teacher_logits = None
     if micro.kl_weights is not None:
         ref_logp = score(st.ref_model, micro.rollouts.select(micro.rows), temperature)
-    loss, stats = objective(micro.loss_inputs(logp), st.loss, entropy, ref_logp, micro.kl_weights)
+    if st.teacher_model is not None:
+        with torch.no_grad():
+            teacher_logits = completion_logits(st.teacher_model, ids, key_mask, tp, temperature)
+    inputs = micro.loss_inputs(logp, logits if teacher_logits is not None else None, teacher_logits)
+    loss, stats = objective(inputs, st.loss, entropy, ref_logp, micro.kl_weights)
     diagnostics.micro_batch(micro, logits, logp, stats)
     if not torch.isfinite(loss):
         st.count("nan_loss")

@@ -89,8 +89,9 @@ def warn_silent_failures(st: TrainState, metrics: dict) -> None:
         st.count("high_truncation_steps")
     if metrics["zero_var_frac"] >= 1.0:
         st.count("all_zero_variance_steps")
-        warn(f"step {st.step}: every sampled group had identical rewards (zero-variance fraction 1): "
-             "no learning signal")
+        if st.teacher_model is None:  # on-policy distillation learns from its teacher whatever the rewards
+            warn(f"step {st.step}: every sampled group had identical rewards (zero-variance fraction 1): "
+                 "no learning signal")
     if metrics["no_answer_rate"] + metrics["malformed_rate"] >= 1.0:
         st.count("no_parseable_answer_steps")
         warn(f"step {st.step}: no completion produced a parseable answer")

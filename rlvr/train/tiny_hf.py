@@ -105,7 +105,7 @@ def build_if_tiny(*paths: str) -> None:
     """Build each ``tiny-hf:<arch>`` among ``paths`` that is not built yet (:func:`tiny_hf_path`), so
     that :mod:`rlvr.model.hf` can load it; other paths (directories, hub names, "") are left alone.
     Called wherever a model path from the user first meets the model layer: a run's precision and
-    policy (:mod:`rlvr.train.state`), ``rlvr eval``."""
+    policy (:mod:`rlvr.train.state`), a distillation teacher (:mod:`rlvr.train.teacher`), ``rlvr eval``."""
     for path in paths:
         if path and path.startswith(TINY_PREFIX):
             tiny_hf_path(path[len(TINY_PREFIX):])

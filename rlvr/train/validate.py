@@ -24,7 +24,8 @@ REWARD_KINDS = ("verifier", "mix", "funcs")
 
 def validate(cfg: RunConfig) -> None:
     """Check what the dataclasses cannot: every name the config uses is registered (task and its
-    knobs, retention and corpus tasks, loss, reward kind and mix weights), the task can be built, and
+    knobs, retention and corpus tasks, loss, reward kind and mix weights), the model and distillation
+    teacher paths exist (or name hub models), the task can be built, and
     test-time training (``task.test_time``) does not use held-out labels."""
     _task(cfg.task.name, "task.name")
     allowed = knob_names(resolve(cfg.task.name))
@@ -50,6 +51,10 @@ def validate(cfg: RunConfig) -> None:
                 and not looks_like_hf_name(where):
             raise ConfigError(f"model.{key}: {where} does not exist; pass a checkpoint or model directory, or a "
                               "hub name like Qwen/Qwen2.5-0.5B-Instruct")
+    teacher = cfg.loss.teacher
+    if teacher and not Path(teacher).expanduser().exists() and not looks_like_hf_name(teacher):
+        raise ConfigError(f"loss.teacher: {teacher} does not exist; train a teacher first and pass its checkpoint "
+                          "directory (docs/methods/on_policy_distillation.md), or a hub name like Qwen/Qwen2.5-1.5B")
     try:
         task = get_task(cfg)  # the task's own checks (data files, knob values), and that it is a task
     except UserError as e:

@@ -351,6 +351,21 @@ def test_fields_added_since_keys_were_published_leave_keys_unchanged_at_their_va
     assert config_hash(keyed_config(turned)) != config_hash(keyed_config(cfg))
 
 
+def test_distillation_fields_leave_keys_unchanged_at_their_defaults():
+    """Issue 50 added three loss fields (on-policy distillation): at their defaults a model's key hashes
+    the loss section it hashed before; an opd config hashes them."""
+    from rlvr.config import config_hash, load_config, to_dict
+    from rlvr.experiments.models import ADDED_AT_DEFAULT, keyed_config
+
+    cfg = load_config("quickstart")
+    before = {k: v for k, v in to_dict(cfg.loss).items() if k not in ADDED_AT_DEFAULT["loss"]}
+    assert set(ADDED_AT_DEFAULT["loss"]) == {"teacher", "distill_beta", "reward_coef"}
+    assert keyed_config(cfg)["loss"] == before
+    distilled = load_config("opd", ["loss.teacher=t", "loss.reward_coef=0.5"])
+    assert keyed_config(distilled)["loss"]["teacher"] == "t"
+    assert config_hash(keyed_config(distilled)) != config_hash(keyed_config(cfg))
+
+
 def test_a_premise_is_judged_but_never_counted_and_statuses_are_counted_apart():
     from rlvr.experiments.claims import counts, judge
 

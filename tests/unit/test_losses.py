@@ -146,7 +146,8 @@ def hand_weights(name: str) -> torch.Tensor:
 
 
 def test_every_registered_loss_has_a_hand_case() -> None:
-    assert set(CASES) == set(LOSSES)
+    """opd (on-policy distillation) reads logits, not only log-probs: its hand cases are in test_distill.py."""
+    assert set(CASES) == set(LOSSES) - {"opd"}
     assert {"grpo", "dr_grpo", "dapo", "gspo", "cispo", "wapo"} <= set(LOSSES)
 
 

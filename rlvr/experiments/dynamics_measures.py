@@ -98,14 +98,15 @@ def observed_entropy_prediction(get, args: dict, seeds, against_seeds):
     observed = OBSERVED["probe"] if args["observed"] == "probe" else f"{OBSERVED['batch']}_{part}"
     out, details, pooled = [], {}, ([], [])
     for s in seeds:
-        x, y = same_step_pairs(_series(get(args["eval"], args["model"], s)), predicted, observed)
-        if not x.size:
+        series = _series(get(args["eval"], args["model"], s))
+        x, y = same_step_pairs(series, predicted, observed)
+        if not x.size and any(v is not None for v in series.get(predicted) or []):  # updates, none observed
             raise UserError(f"{args['model']} logged no {observed}: its run needs train.entropy_probe > 0 "
                             "(docs/methods/losses.md, 'Observed entropy change')")
         out.append(Estimate(s, pearson(x, y), *bootstrap_stat(lambda i, x=x, y=y: pearson(x[i], y[i]), x.size,
                                                                block=block_length(x.size))))
-        details[seed_label(s)] = {"steps": int(x.size), "sign_agreement": float(np.mean(np.sign(x) == np.sign(y))),
-                                  "observed_mean": float(y.mean())}
+        details[seed_label(s)] = {"steps": int(x.size), "observed_mean": float(y.mean()) if x.size else None,
+                                  "sign_agreement": float(np.mean(np.sign(x) == np.sign(y))) if x.size else math.nan}
         pooled[0].append(x)
         pooled[1].append(y)
     details["pooled_r"] = pearson(np.concatenate(pooled[0]), np.concatenate(pooled[1])) if pooled[0] else None

@@ -94,3 +94,6 @@ def test_a_run_without_the_observation_is_not_measured_and_a_short_one_not_ident
     assert blind["verdict"] == "not measured" and "train.entropy_probe" in blind["why"]
     short = judge(_claim({}), lambda e, m, s: _cell([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0]), [0, 1], [None])
     assert short["verdict"] == "not identifiable here" and "s0: 4, s1: 4 steps; at least 10" in short["why"]
+    # a seed whose updates never had a gradient logs neither series: too few updates, not a run without the probe
+    idle = judge(_claim({}), lambda e, m, s: _cell([None] * 3, [None] * 3), [0], [None])
+    assert idle["verdict"] == "not identifiable here" and "s0: 0 steps" in idle["why"]

@@ -62,7 +62,7 @@ def runs(tmp_path_factory):
             "algo.prompts_per_step=4", "algo.group_size=4", "algo.minibatches=2", "algo.npr_threshold=0",
             "sampling.max_new_tokens=12", "sampling.interruption_budget=0", "reward.kind=neg_entropy",
             "optim.lr=3e-3", "log.progress=none", "train.steps=3", "train.checkpoint_every=3"]
-    out = {}
+    out = {"over": over, "dir": d}
     for probe in (0, 6):
         run = train(load_config("quickstart", [*over, f"train.entropy_probe={probe}"]), run_dir=d / f"p{probe}")
         lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -102,3 +102,17 @@ def test_the_probe_is_fixed_and_its_changes_chain_from_step_to_step(runs):
         assert math.isfinite(line["dH_obs_total"]) and line["dH_obs_total"] != 0
         assert line["token_share_zero_adv"] == 0  # a continuous reward: every token is in a cell
         assert line["dH_obs_total"] == pytest.approx(cells, rel=1e-9)
+
+
+def test_a_resumed_run_draws_the_same_probe(runs):
+    """The probe is drawn by the starting policy before the checkpoint is restored: after a resume at
+    step 2, step 3's probe entropy before its update is the uninterrupted run's, bit for bit."""
+    from rlvr.train.loop import train
+
+    run = train(load_config("quickstart", [*runs["over"], "train.entropy_probe=6", "train.steps=2",
+                                           "train.checkpoint_every=1"]), run_dir=runs["dir"] / "resumed")
+    train(resume=run, extra_steps=3)
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2, 3]
+    assert lines[2]["probe_entropy_before"] == lines[1]["probe_entropy_after"]
+    assert lines[1]["probe_entropy_after"] == runs[6][0][1]["probe_entropy_after"]

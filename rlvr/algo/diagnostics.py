@@ -64,6 +64,18 @@ def predicted_entropy_change(stats: dict[str, Tensor], adv_B: Tensor, eta: float
     return -eta * adv_B[:, None].to(bracket.dtype) * bracket
 
 
+def cell_masks(stats: dict[str, Tensor], adv: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    """{cell: (B, T) bool} for each cell in CELLS: the loss tokens (``mask``, bool (B, T)) by the sign of
+    their advantage (``adv``, (B, T)) and whether the sampled token is a peak (p_s >= sum_j p_j^2)."""
+    peak = stats["p_s"] >= stats["sum_p2"]
+    return {
+        "pos_peak": mask & (adv > 0) & peak,
+        "pos_valley": mask & (adv > 0) & ~peak,
+        "neg_peak": mask & (adv < 0) & peak,
+        "neg_valley": mask & (adv < 0) & ~peak,
+    }
+
+
 @torch.no_grad()
 def entropy_cell_sums(
     stats: dict[str, Tensor], adv_B: Tensor, mask: Tensor, weights: Tensor, eta: float
@@ -76,13 +88,7 @@ def entropy_cell_sums(
     """
     m = mask != 0
     adv = adv_B[:, None].to(stats["p_s"].dtype).expand_as(stats["p_s"])
-    peak = stats["p_s"] >= stats["sum_p2"]
-    cells = {
-        "pos_peak": m & (adv > 0) & peak,
-        "pos_valley": m & (adv > 0) & ~peak,
-        "neg_peak": m & (adv < 0) & peak,
-        "neg_valley": m & (adv < 0) & ~peak,
-    }
+    cells = cell_masks(stats, adv, m)
     dH = torch.where(m, predicted_entropy_change(stats, adv_B, eta), torch.zeros_like(adv))
     load = torch.where(m, (weights * adv).abs(), torch.zeros_like(adv))
     out: dict[str, Tensor] = {"n_tokens": m.sum().to(adv.dtype), "load": load.sum()}
@@ -122,3 +128,24 @@ def entropy_dynamics(
     and ``dH_total`` (sum over all loss tokens). Token shares sum to 1.
     """
     return entropy_dynamics_from_sums(entropy_cell_sums(stats, adv_B, mask, weights, eta))
+
+
+@torch.no_grad()
+def observed_cell_sums(before: dict[str, Tensor], entropy_after: Tensor, adv_B: Tensor, mask: Tensor) -> dict:
+    """The OBSERVED entropy change of one update on its own rows, summed as :func:`entropy_cell_sums`
+    sums the predicted one (docs/methods/losses.md, "Observed entropy change").
+
+    before: :func:`token_stats_from_logits` of the rows under the policy before the update ((B, T)
+    each); entropy_after: (B, T) their next-token entropy after it; adv_B: (B,); mask: (B, T) loss
+    mask. Each token's change is H_after - H_before; the cells are those of the prediction (the sign
+    of A, and peak or valley under the policy before the update). 0-dim tensors, additive over
+    updates: ``dH_obs_total`` (every loss token, A = 0 included, as ``dH_total`` covers them) and
+    ``dH_obs_<cell>``.
+    """
+    m = mask != 0
+    adv = adv_B[:, None].to(before["p_s"].dtype).expand_as(before["p_s"])
+    change = torch.where(m, entropy_after.to(adv.dtype) - before["entropy"], torch.zeros_like(adv))
+    out = {"dH_obs_total": change.sum()}
+    for name, cell in cell_masks(before, adv, m).items():
+        out[f"dH_obs_{name}"] = change[cell].sum()
+    return out

@@ -41,6 +41,11 @@ class TrainConfig:
     """Reward given to a sample whose reward function raised or timed out."""
     max_reward_failure_rate: float = 0.5
     """Stop the run when more than this share of a step's rewards failed."""
+    entropy_probe: int = 0
+    """Observe the entropy change of every update (0 = off): the update's own batch before and after
+    each optimiser update, and a fixed probe batch of this many held-out problems (one sample each,
+    drawn once by the starting policy) before and after each step's updates; logged as ``dH_obs_*`` and
+    ``probe_entropy_*`` (docs/methods/losses.md, "Observed entropy change"). Training numerics are unchanged."""
 
     def __post_init__(self):
         check_section_ranges(self, "train")
@@ -55,7 +60,7 @@ RANGES["train"] = {
     "steps": at_least(1), "eval_every": NON_NEGATIVE, "eval_problems": at_least(1), "eval_samples": at_least(1),
     "final_eval_samples": at_least(1), "checkpoint_every": at_least(1), "keep_last": NON_NEGATIVE,
     "milestone_every": NON_NEGATIVE, "seed": NON_NEGATIVE, "max_nan_steps": at_least(1),
-    "reward_failure_value": FINITE, "max_reward_failure_rate": UNIT,
+    "reward_failure_value": FINITE, "max_reward_failure_rate": UNIT, "entropy_probe": NON_NEGATIVE,
 }
 
 

@@ -8,6 +8,15 @@ round(N^(1/3)) steps, :func:`rlvr.experiments.weight_measures.block_length`).
   the update made at step t-1 (``dH_total[t-1]``: its first-order entropy change, summed over the
   batch's tokens) with the observed change of the sampled-token entropy from step t-1 to step t
   (``entropy_obs_change[t]``). > 0: the taxonomy predicts the direction of the change.
+- ``observed_entropy_prediction`` (eval, model, observed, cell): Pearson correlation over the steps t
+  of the predicted change of step t's update (``dH_total[t]``, or ``dH_<cell>[t]``) with its OBSERVED
+  change (docs/methods/losses.md, "Observed entropy change"; a run with ``train.entropy_probe``):
+  ``observed: batch``, the same tokens' entropy after the update minus before (``dH_obs_total[t]``, or
+  ``dH_obs_<cell>[t]``): the prediction and the observation of one update on one fixed batch;
+  ``observed: probe``, the change of the fixed probe batch's mean token entropy over the step
+  (``probe_entropy_change[t]``): does the predicted change carry to prompts the update did not see.
+  > 0: the taxonomy predicts the change. Fewer than :data:`MIN_STEPS` paired steps in a seed: not
+  identifiable here (no step-level interval).
 - ``driving_cell`` (eval, model, cell, direction): with ``direction: decrease``, sum_t dH_cell[t] -
   min over the other three cells of sum_t dH_other[t]; < 0: ``cell`` contributes the largest
   predicted entropy decrease of the four (it drives a collapse). With ``direction: increase``,
@@ -67,6 +76,52 @@ def entropy_prediction(get, args: dict, seeds, against_seeds):
     return out, details
 
 
+OBSERVED = {"batch": "dH_obs", "probe": "probe_entropy_change"}
+"""What ``observed_entropy_prediction`` compares the prediction with: the series (prefix) it reads."""
+MIN_STEPS = 10
+"""Fewest paired steps per seed for ``observed_entropy_prediction``'s interval (a moving-block
+bootstrap over fewer has too few blocks to say anything)."""
+
+
+def same_step_pairs(series: dict, predicted: str, observed: str) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted (N,), observed (N,)): ``series[predicted][t]`` against ``series[observed][t]`` over
+    the steps t where both are logged (the same update; a run that did not observe it has none)."""
+    pred = series.get(predicted) or []
+    obs = series.get(observed) or []
+    pairs = [(x, y) for x, y in zip(pred, obs) if x is not None and y is not None]
+    return (np.asarray([p[0] for p in pairs], dtype=np.float64), np.asarray([p[1] for p in pairs], dtype=np.float64))
+
+
+def observed_entropy_prediction(get, args: dict, seeds, against_seeds):
+    part = args["cell"]
+    predicted = f"dH_{part}"
+    observed = OBSERVED["probe"] if args["observed"] == "probe" else f"{OBSERVED['batch']}_{part}"
+    out, details, pooled = [], {}, ([], [])
+    for s in seeds:
+        series = _series(get(args["eval"], args["model"], s))
+        x, y = same_step_pairs(series, predicted, observed)
+        if not x.size and any(v is not None for v in series.get(predicted) or []):  # updates, none observed
+            raise UserError(f"{args['model']} logged no {observed}: its run needs train.entropy_probe > 0 "
+                            "(docs/methods/losses.md, 'Observed entropy change')")
+        out.append(Estimate(s, pearson(x, y), *bootstrap_stat(lambda i, x=x, y=y: pearson(x[i], y[i]), x.size,
+                                                               block=block_length(x.size))))
+        details[seed_label(s)] = {"steps": int(x.size), "observed_mean": float(y.mean()) if x.size else None,
+                                  "sign_agreement": float(np.mean(np.sign(x) == np.sign(y))) if x.size else math.nan}
+        pooled[0].append(x)
+        pooled[1].append(y)
+    details["pooled_r"] = pearson(np.concatenate(pooled[0]), np.concatenate(pooled[1])) if pooled[0] else None
+    return out, details
+
+
+def too_few_steps(args: dict, estimates: list, details: dict) -> str:
+    """Not identifiable when a seed has fewer than :data:`MIN_STEPS` paired steps."""
+    short = {s: d["steps"] for s, d in details.items() if s != "pooled_r" and d["steps"] < MIN_STEPS}
+    if not short:
+        return ""
+    return (f"too few updates for a step-level interval ({', '.join(f'{s}: {n}' for s, n in short.items())} "
+            f"steps; at least {MIN_STEPS})")
+
+
 def cell_sums(series: dict) -> np.ndarray:
     """(N, 4) predicted dH of each cell (CELLS order) per logged step."""
     rows = [[series[f"dH_{c}"][i] for c in CELLS] for i in range(len(series["step"]))]
@@ -122,6 +177,20 @@ class CellArgs(ModelArgs):
             one_of(self.versus, CELLS, "versus")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ObservedArgs(ModelArgs):
+    observed: str = "batch"
+    """batch: the update's own tokens before and after it; probe: the fixed probe batch."""
+    cell: str = "total"
+    """total: every loss token; or one cell (pos_peak, pos_valley, neg_peak, neg_valley; batch only)."""
+
+    def __post_init__(self):
+        one_of(self.observed, tuple(OBSERVED), "observed")
+        one_of(self.cell, ("total", *CELLS), "cell")
+        check(self.observed == "batch" or self.cell == "total", "cell",
+              f"{self.cell!r}: the probe batch has no advantages, so no cells; use total")
+
+
 def _prediction_detail(d: dict, a: dict) -> str:
     pooled = d.get("pooled_r")
     return ("; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}" for s, x in d.items()
@@ -142,6 +211,12 @@ register(
     Measure("entropy_prediction", entropy_prediction, ModelArgs,
             lambda a: f"corr(predicted dH of step t-1, observed entropy change at t), {a['model']}", INTERVAL,
             _prediction_detail, section="Training dynamics"),
+    Measure("observed_entropy_prediction", observed_entropy_prediction, ObservedArgs,
+            lambda a: (f"corr(predicted dH{'' if a['cell'] == 'total' else ' ' + a['cell']} of step t's update, "
+                       + ("its observed dH on the same tokens" if a["observed"] == "batch"
+                          else "the fixed probe batch's observed entropy change")
+                       + f"), {a['model']}"), INTERVAL, _prediction_detail, identify=too_few_steps,
+            section="Training dynamics"),
     Measure("driving_cell", driving_cell, CellArgs,
             lambda a: (f"sum dH_{a['cell']} - sum dH_{a['versus']}" if a["versus"] else
                        f"sum dH_{a['cell']} - the {'highest' if a['direction'] == 'increase' else 'lowest'} other "

@@ -66,15 +66,20 @@ def dynamics_lines(exp, seeds_of: Callable, load: Callable, out: Path | None = N
     head = " | ".join(f"window {i + 1}" for i in range(POINTS))
     lines = [f"Training series (evaluations {', '.join(f'`{e.name}`' for e in evs)}): means over {POINTS} equal "
              "windows of the steps, then over seeds. Entropy: the sampled tokens' mean next-token entropy (nats); "
-             "dH: the cells' predicted first-order entropy change summed over each window's steps.", "",
+             "dH: the cells' predicted first-order entropy change summed over each window's steps; where the run "
+             "observed it (train.entropy_probe), dH observed: the same tokens' entropy after each update minus "
+             "before, summed alike, and probe entropy: the fixed probe batch's mean token entropy after each step.",
+             "",
              f"| model | series | {head} |", "|---|---|" + "---|" * POINTS]
     for m, per_seed in series.items():
         if not per_seed:
             continue
         rows = [("entropy", "entropy", False), ("pass rate", "pass_rate", False)]
         rows += [(f"dH {c}", f"dH_{c}", True) for c in CELLS]
+        rows += [("dH observed", "dH_obs_total", True),
+                 ("probe entropy", "probe_entropy_after", False)]
         for label, key, summed in rows:
-            have = [s for s in per_seed if key in s]
+            have = [s for s in per_seed if any(v is not None for v in s.get(key, []))]
             if not have:  # a series the cells did not record (e.g. a run without entropy diagnostics)
                 continue
             w = [windows(s[key]) for s in have]

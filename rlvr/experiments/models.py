@@ -71,12 +71,13 @@ its defaults; the built-in ``excursions`` config set ``eval_problems: 48``. Froz
 
 ADDED_AT_DEFAULT = {"sampling": {"max_turns": 4, "max_turn_tokens": 0, "tool_timeout_s": 5.0,
                                   "max_observation_chars": 256},
-                    "loss": {"teacher": "", "distill_beta": 1.0, "reward_coef": 0.0}}
+                    "loss": {"teacher": "", "distill_beta": 1.0, "reward_coef": 0.0},
+                    "train": {"entropy_probe": 0}}
 """Config fields added after cell keys were first published, with the value they were added at
-(section -> field -> value; issue 54's episode limits, issue 50's on-policy distillation fields). A
-field at that value is left out of every key, so that adding a field keeps every cached and published
-cell's key; set to anything else, it is hashed. Append a field here when it is added to a section;
-never edit an entry."""
+(section -> field -> value; issue 54's episode limits, issue 50's on-policy distillation fields, issue
+48's entropy probe). A field at that value is left out of every key, so that adding a field keeps
+every cached and published cell's key; set to anything else, it is hashed. Append a field here when it
+is added to a section; never edit an entry."""
 
 
 def keyed_section(cfg: RunConfig, section: str) -> dict:

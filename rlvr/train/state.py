@@ -24,6 +24,7 @@ from rlvr.rollout.engine import sample_params
 from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
 from rlvr.train.data import PromptSampler, training_problems
+from rlvr.train.entropy_observer import ProbeBatch, draw_probe
 from rlvr.train.pretrain import base_model
 from rlvr.train.teacher import load_teacher
 from rlvr.train.tiny_hf import build_if_tiny
@@ -58,6 +59,7 @@ class TrainState:
     wall_s: float = 0.0
     nan_steps: int = 0
     last_entropy: float | None = None
+    probe: ProbeBatch | None = None  # train.entropy_probe > 0: the fixed probe batch (not checkpointed: redrawn)
     counters: dict = field(default_factory=dict)
     last_nan_step: int = -1  # st.step when nan_steps was last raised (not checkpointed)
     engine: object | None = None  # sampling.engine=vllm: the VLLMEngine, built on first use
@@ -149,10 +151,14 @@ def build_state(cfg: RunConfig, model, tok) -> TrainState:
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.optim.lr,
                             betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
     tracker = PassRateTracker(cfg.algo.npr_threshold) if cfg.algo.npr_threshold > 0 else None
+    probe = None
+    if cfg.train.entropy_probe:  # drawn by the starting policy, from its own stream
+        held = fitting_problems(task.problems("heldout", cfg.train.entropy_probe), model, tok, params, None, "heldout")
+        probe = draw_probe(model, tok, task, params, held, cfg.train.seed)
     return TrainState(cfg=cfg, model=model, tok=tok, task=task, opt=opt, loss=resolve_loss(cfg.loss),
                       data=PromptSampler(problems, cfg.train.seed), params=params, counters=counters,
                       gen=torch.Generator().manual_seed(cfg.train.seed), ref_model=ref,
-                      teacher_model=load_teacher(cfg, model, tok), tracker=tracker)
+                      teacher_model=load_teacher(cfg, model, tok), tracker=tracker, probe=probe)
 
 
 def context_limit(model) -> int | None:

@@ -42,6 +42,7 @@ from rlvr.rollout.engine import sample
 from rlvr.rollout.vllm import VLLMEngine
 from rlvr.rollout.vllm import sample as vllm_sample
 from rlvr.tasks.environment import environments_for
+from rlvr.train.entropy_observer import EntropyObserver
 from rlvr.train.micro_batches import LOCAL, MicroBatch, Sharding, UpdateBatch
 from rlvr.train.schedule import lr_at
 from rlvr.train.state import TrainState, completion_budget, flops_per_token, sampling_generator
@@ -252,14 +253,17 @@ def policy_update(st: TrainState, batch: ScoredBatch, adv_B: torch.Tensor, mask:
     the whole mini-batch (:mod:`rlvr.train.micro_batches`), so accumulating micro-batch gradients
     (and, in data parallel, summing them over ranks) gives exactly the mini-batch gradient. Returns
     stats averaged over updates, the entropy-dynamics cells of every row of the first epoch and the
-    ``mismatch_*`` metrics (:class:`rlvr.train.update_diagnostics.UpdateDiagnostics`).
+    ``mismatch_*`` metrics (:class:`rlvr.train.update_diagnostics.UpdateDiagnostics`), and with
+    ``train.entropy_probe`` the observed entropy changes (:mod:`rlvr.train.entropy_observer`).
     """
     update = prepare_update(st, batch, adv_B, mask)
-    diagnostics = UpdateDiagnostics(sharding, st.opt.param_groups[0]["lr"], st.loss.is_cap, update.mismatch_sums)
+    observer = None if st.probe is None else EntropyObserver(st.model, update, st.probe, st.cfg.sampling.temperature)
+    diagnostics = UpdateDiagnostics(sharding, st.opt.param_groups[0]["lr"], st.loss.is_cap, update.mismatch_sums,
+                                    observer)
     for epoch in range(st.cfg.algo.ppo_epochs):
         for rows in update.minibatches(st.cfg.algo.minibatches, st.gen):
             st.opt.zero_grad(set_to_none=True)
-            diagnostics.begin_update(epoch)
+            diagnostics.begin_update(epoch, rows)
             for micro in update.micro_batches(rows, sharding):
                 micro_step(st, micro, diagnostics)
             apply_update(st, sharding, diagnostics)

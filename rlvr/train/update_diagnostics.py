@@ -11,6 +11,7 @@ from torch import Tensor
 
 from rlvr.algo.diagnostics import entropy_cell_sums, entropy_dynamics_from_sums, token_stats_from_logits
 from rlvr.algo.mismatch import merge, mismatch_stats, summarise
+from rlvr.train.entropy_observer import EntropyObserver
 from rlvr.train.micro_batches import MicroBatch, Sharding
 
 SUMMED = ("loss", "policy_loss")  # micro-batch stats that add up (weights are mini-batch-normalised)
@@ -28,12 +29,16 @@ class UpdateDiagnostics:
       on (``mismatch_sums``); otherwise measured at no extra cost on the first update's forward
       passes (the rows scored before this batch's first optimiser step; in data parallel, this
       process's share).
+    - Observed entropy changes (``observer``, :class:`rlvr.train.entropy_observer.EntropyObserver`,
+      ``train.entropy_probe`` > 0): around each optimiser update; not summed over processes (each
+      scores the whole mini-batch).
 
     lr: the logit step of the entropy-dynamics view; is_cap: the mismatch cap C.
     """
 
-    def __init__(self, sharding: Sharding, lr: float, is_cap: float, mismatch_sums: dict | None = None):
-        self.sharding, self.lr, self.is_cap = sharding, lr, is_cap
+    def __init__(self, sharding: Sharding, lr: float, is_cap: float, mismatch_sums: dict | None = None,
+                 observer: EntropyObserver | None = None):
+        self.sharding, self.lr, self.is_cap, self.observer = sharding, lr, is_cap, observer
         self.measure_mismatch = mismatch_sums is None
         self.mismatch: dict = {} if mismatch_sums is None else mismatch_sums
         self.cells: dict[str, float] = {}
@@ -42,10 +47,12 @@ class UpdateDiagnostics:
         self.update: dict[str, float] = {}
         self.first_epoch = True
 
-    def begin_update(self, epoch: int) -> None:
-        """A new optimiser update (mini-batch) starts, in epoch ``epoch``."""
+    def begin_update(self, epoch: int, rows) -> None:
+        """A new optimiser update of mini-batch ``rows`` ((b,) sorted row indices) starts, in epoch ``epoch``."""
         self.first_epoch = epoch == 0
         self.update = {}
+        if self.observer is not None:
+            self.observer.before_update(rows, epoch)
 
     def micro_batch(self, micro: MicroBatch, logits: Tensor, logp: Tensor, stats: dict[str, Tensor]) -> None:
         """One forward pass: logits (b, T, V) and logp (b, T) of ``micro``'s tokens under the
@@ -71,12 +78,16 @@ class UpdateDiagnostics:
         self.n_updates += 1
         for key, value in stats.items():
             self.totals[key] = self.totals.get(key, 0.0) + value
+        if self.observer is not None:
+            self.observer.after_update()
 
     def summary(self) -> dict[str, float]:
-        """The update's metrics: statistics averaged over optimiser updates, the ``mismatch_*`` keys
-        and, when any row was seen, the entropy-dynamics shares."""
+        """The update's metrics: statistics averaged over optimiser updates, the ``mismatch_*`` keys,
+        when any row was seen the entropy-dynamics shares, and the observer's metrics."""
         out = {key: value / max(1, self.n_updates) for key, value in self.totals.items()}
         out.update(summarise(self.mismatch))
         if self.cells:
             out.update(entropy_dynamics_from_sums(self.sharding.reduce_stats(self.cells)))
+        if self.observer is not None:
+            out.update(self.observer.summary())
         return out

@@ -13,7 +13,8 @@ EPILOG = """examples:
   rlvr compare r1 r2 r3 r4 --group base base new new    # name the groups yourself
   rlvr compare runs/* --smooth mean --window 10          # rolling mean instead of the EMA
 the first group is the reference: every difference is group - reference, over the same held-out
-problems (samples.jsonl), paired seed by seed where the groups share seeds.
+problems (samples.jsonl), paired seed by seed where the groups share seeds; with two or more seed
+pairs, pass@k's difference is also given over seeds with the seed-level interval the experiments use.
 """
 
 
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvr.analysis.smoothing import Smoothing
     from rlvr.commands._common import require_path
     from rlvr.console import print_table
+    from rlvr.experiments.seed_passk import seed_level_of_pairs
     from rlvr.paths import atomic_write
     from rlvr.report.compare_page import render_compare
     from rlvr.report.differences import paired_differences
@@ -70,6 +72,14 @@ def run(args: argparse.Namespace) -> int:
                  "–" if not r["ci"] else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]"] for r in diff["rows"]]
         print_table(["metric", labels[0], label, "difference", "95% CI"], rows, align="lrrrr", plain=args.plain,
                     title=f"{label} vs {labels[0]} (paired {diff['pairing']})")
+        if len(diff["per_pair"]) > 1 and diff["pairing"].startswith("by seed"):
+            diff["seed_level"] = seed_level_of_pairs(diff["per_pair"])
+            rows = [[f"pass@{k}", _cell(b["mean"], "+.3f"), f"[{b['ci'][0]:+.3f}, {b['ci'][1]:+.3f}]",
+                     ", ".join(_cell(s["value"], "+.3f") for s in b["per_seed"])]
+                    for k, b in diff["seed_level"].items()]
+            print_table(["metric", "difference", "95% seed-level CI", "per seed"], rows, align="lrrl",
+                        plain=args.plain, title=f"{label} - {labels[0]} over {len(diff['per_pair'])} seeds "
+                                                "(the experiments' seed-level interval)")
     if len(labels) == 1:
         print(f"one group ({labels[0]}): nothing to pair; pass runs of two recipes or use --group")
     out = atomic_write(args.out, render_compare(groups, differences, smoothing))

@@ -23,6 +23,8 @@ EPILOG = """examples:
   rlvr eval --samples val_dumps/100.jsonl --correct-threshold 1              # partial scores (format_score)
   rlvr eval --samples study_counts.csv --base-samples base_counts.csv --format counts
   rlvr eval --samples mine.csv --format table --columns prompt=q,completion=a,correct=ok
+  rlvr eval --samples rl_s0.jsonl rl_s1.jsonl rl_s2.jsonl                  # per seed and seed-level interval
+  rlvr eval --samples rl_s0.jsonl rl_s1.jsonl --base-samples base.jsonl   # paired difference per k over seeds
   rlvr eval runs/a/checkpoints/step_100 --task gsm8k --n 64 --problems 100 --out runs/a
   rlvr eval runs/a/checkpoints/step_100 --base Qwen/Qwen2.5-0.5B --task math500 --n 256 --out runs/a
 """
@@ -31,9 +33,15 @@ EPILOG = """examples:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="?", help="checkpoint to sample from (omit with --samples)")
     src = parser.add_argument_group("from samples files (no model)")
-    src.add_argument("--samples", help="samples file of the (trained) model, or a run folder (TRL completions/, "
-                     "verl / SkyRL / NeMo-RL / prime-rl dump folders): pass@k per logged step and pooled")
-    src.add_argument("--base-samples", help="samples file of the base model: adds support and crossover k")
+    src.add_argument("--samples", nargs="+", metavar="FILE",
+                     help="samples file of the (trained) model, or a run folder (TRL completions/, "
+                     "verl / SkyRL / NeMo-RL / prime-rl dump folders): pass@k per logged step and pooled; several "
+                     "files (one per seed, the same problems): pass@k per seed and over seeds with the seed-level "
+                     "interval")
+    src.add_argument("--base-samples", nargs="+", metavar="FILE",
+                     help="samples file of the base model: adds support and crossover k; with several --samples "
+                     "files: one file per seed (paired in order) or one shared, for the paired pass@k difference "
+                     "per seed and over seeds")
     src.add_argument("--format", default="auto",
                      choices=["auto", "rlvr", "trl", "verl", "prime-rl", "skyrl", "nemo-rl", "counts", "table"],
                      help="samples format (default auto: by the columns): rlvr, TRL's completions table, "
@@ -92,7 +100,8 @@ def _check_paths(args: argparse.Namespace) -> None:
                      "or a hub name", hub_ok=True)
     if args.base:
         require_path(args.base, "--base", "pass a checkpoint directory or a hub name", hub_ok=True)
-    for flag, path in (("--samples", args.samples), ("--base-samples", args.base_samples)):
+    for flag, path in [*(("--samples", p) for p in args.samples or []),
+                       *(("--base-samples", p) for p in args.base_samples or [])]:
         if path:
             require_path(path, flag, "pass a samples file (or a run's dump folder) written by `rlvr eval`, "
                          "`rlvr run` or a peer framework")
@@ -145,19 +154,30 @@ def _check_mode(args: argparse.Namespace) -> None:
         raise UserError(f"--n and --problems must be >= 1, got {args.n} and {args.problems}; raise them")
 
 
-def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
+def _how(args: argparse.Namespace) -> dict[str, Any]:
+    """How --samples files are read: format, columns, task (for its verifier), correctness rule."""
     from rlvr.eval.correctness import parse_rule
-    from rlvr.eval.importers import load_any, load_steps
-    from rlvr.eval.steps import summarize_steps
-    from rlvr.eval.summary import compare, summarize
 
     task = None
     if getattr(args, "task", None):
         from rlvr.tasks.registry import get_task
 
         task = get_task(args.task)
-    how = dict(fmt=getattr(args, "format", "auto"), columns=getattr(args, "columns", None), task=task,
-               rule=parse_rule(getattr(args, "correct_threshold", None)), reverify=getattr(args, "reverify", False))
+    return dict(fmt=getattr(args, "format", "auto"), columns=getattr(args, "columns", None), task=task,
+                rule=parse_rule(getattr(args, "correct_threshold", None)), reverify=getattr(args, "reverify", False))
+
+
+def several_seeds(args: argparse.Namespace) -> bool:
+    """Whether --samples / --base-samples name several seeds' files (:mod:`rlvr.commands.eval_seeds`)."""
+    return len(args.samples or []) > 1 or len(args.base_samples or []) > 1
+
+
+def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
+    from rlvr.eval.importers import load_any, load_steps
+    from rlvr.eval.steps import summarize_steps
+    from rlvr.eval.summary import compare, summarize
+
+    how = _how(args)
     if Path(args.samples).is_dir() and not args.base_samples:  # a run folder: per logged step and pooled
         return summarize_steps(load_steps(args.samples, **how), ks, seed=args.seed)
     trained = load_any(args.samples, **how)
@@ -263,6 +283,16 @@ def run(args: argparse.Namespace) -> int:
     _check_paths(args)
     _check_mode(args)
     ks = _parse_ks(args.ks)
+    if args.samples and several_seeds(args):
+        from rlvr.commands.eval_seeds import from_seed_files, print_seed_result
+
+        result = from_seed_files(args.samples, args.base_samples, _how(args), ks, args.seed, args.plots)
+        if args.json:
+            write_json(args.json, result)
+        print_seed_result(result)
+        return 0
+    args.samples = args.samples[0] if args.samples else None  # one file (or run folder) each
+    args.base_samples = args.base_samples[0] if args.base_samples else None
     result = _from_samples(args, ks) if args.samples else _from_checkpoint(args, ks)
     if args.json:
         write_json(args.json, result)

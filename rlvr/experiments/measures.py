@@ -21,7 +21,12 @@ the others by their own modules):
   reference's than ``against``'s does (a collapse and an explosion both count as a shift).
 - ``ppl_diff`` (eval, model, against): mean_p [logPPL_base(model's correct samples) -
   logPPL_base(against's own samples)] over problems where both exist; < 0 means the model's right
-  answers are ones the base already rates as more likely than its own typical output.
+  answers are ones the base already rates as more likely than its own typical output. Not like for
+  like (correct samples against all); kept as the published claim's measure.
+- ``ppl_like_for_like`` (eval, model, against, samples: all | correct): mean_p [logPPL_base(model's
+  samples) - logPPL_base(against's samples)], all against all or correct against correct, over
+  problems where both exist; < 0 means the base rates the model's samples as more likely than the same
+  kind of sample from ``against``.
 """
 
 from __future__ import annotations
@@ -133,18 +138,40 @@ def entropy_stability(get: Get, args: dict, seeds, against_seeds):
 
 
 def ppl_diff(get: Get, args: dict, seeds, against_seeds):
+    """The published measure (kept for its claim's provenance): the model's *correct* samples against
+    *all* of ``against``'s; :func:`ppl_like_for_like` compares like with like."""
+    return _ppl_under_base(get, args, seeds, against_seeds, "logppl_base_correct", "logppl_base",
+                           ("ppl_model_correct", "ppl_against"), "ppl_diff")
+
+
+PPL_SAMPLES = {"all": "logppl_base", "correct": "logppl_base_correct"}
+"""``ppl_like_for_like``'s ``samples`` -> the per-problem statistic both sides are read from."""
+
+
+def ppl_like_for_like(get: Get, args: dict, seeds, against_seeds):
+    """mean_p [logPPL_base(model's samples) - logPPL_base(against's samples)], the same kind of sample
+    on both sides: ``samples: all`` (every scored sample) or ``correct`` (the correct ones only)."""
+    key = PPL_SAMPLES[args["samples"]]
+    return _ppl_under_base(get, args, seeds, against_seeds, key, key, ("ppl_model", "ppl_against"),
+                           "ppl_like_for_like")
+
+
+def _ppl_under_base(get: Get, args: dict, seeds, against_seeds, model_key: str, against_key: str,
+                    names: tuple[str, str], measure: str):
+    """Per seed, the paired per-problem difference ``model[model_key] - against[against_key]`` (mean
+    log-perplexities under the base) over the problems where both exist; details: how many problems
+    and each side's perplexity (exp of its mean log-perplexity over its problems)."""
     out, details = [], {}
     for s, m, a in _pairs(get, args, seeds, against_seeds):
-        if "logppl_base_correct" not in m or "logppl_base" not in a:
-            raise UserError(f"ppl_diff needs evaluation {args['eval']} with perplexity > 0")
-        d = np.array([x - y for x, y in zip(m["logppl_base_correct"], a["logppl_base"])
-                      if x is not None and y is not None])
+        if model_key not in m or against_key not in a:
+            raise UserError(f"{measure} needs evaluation {args['eval']} with perplexity > 0")
+        d = np.array([x - y for x, y in zip(m[model_key], a[against_key]) if x is not None and y is not None])
         out.append(_estimate(s, d))
         details[seed_label(s)] = {"problems": int(d.size),
-                           "ppl_model_correct": float(np.exp(np.mean([x for x in m["logppl_base_correct"]
-                                                                      if x is not None] or [np.nan]))),
-                           "ppl_against": float(np.exp(np.mean([y for y in a["logppl_base"] if y is not None]
-                                                               or [np.nan])))}
+                                  names[0]: float(np.exp(np.mean([x for x in m[model_key] if x is not None]
+                                                                 or [np.nan]))),
+                                  names[1]: float(np.exp(np.mean([y for y in a[against_key] if y is not None]
+                                                                 or [np.nan])))}
     return out, details
 
 
@@ -164,6 +191,15 @@ class PasskArgs(PairArgs):
 def check_k(k) -> None:
     if not (k == "max" or (isinstance(k, int) and k >= 1)):
         one_of(str(k), ("max", "a whole number >= 1"), "k")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PplArgs(PairArgs):
+    samples: str
+    """all (every sample scored under the base, on both sides) | correct (the correct ones, on both sides)."""
+
+    def __post_init__(self):
+        one_of(self.samples, tuple(PPL_SAMPLES), "samples")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,4 +253,7 @@ register(
             _stability_detail),
     Measure("ppl_diff", ppl_diff, PairArgs,
             lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own", INTERVAL),
+    Measure("ppl_like_for_like", ppl_like_for_like, PplArgs,
+            lambda a: f"log PPL_base of {a['model']}'s {a['samples']} samples - of {a['against']}'s {a['samples']}",
+            INTERVAL),
 )

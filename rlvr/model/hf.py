@@ -398,3 +398,19 @@ def load_hf_policy(path_or_name: str, model_cfg: ModelConfig | None = None,
                         "is reachable (`hf download NAME --local-dir DIR`) and set model.path=DIR") from None
     return HFPolicy(lm, cfg, native), HFTokenizer(tok, chat=cfg.chat_template,
                                                   chat_template_kwargs=cfg.chat_template_kwargs)
+
+
+def load_hf_vocabulary(path_or_name: str) -> tuple[HFTokenizer, int]:
+    """-> (tokenizer, V) of an HF model without its weights: the tokenizer and the output width its
+    config declares (``vocab_size`` of the text config), for checks made before anything is built."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    src = model_source(path_or_name)
+    try:
+        tok = AutoTokenizer.from_pretrained(src)
+        width = AutoConfig.from_pretrained(src).get_text_config().vocab_size
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot read HF model {path_or_name!r} ({first[:200]}); download it where the hub "
+                        "is reachable (`hf download NAME --local-dir DIR`) and pass DIR") from None
+    return HFTokenizer(tok, chat=False), int(width)

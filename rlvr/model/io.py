@@ -7,6 +7,7 @@ A tiny-model directory holds ``model.safetensors``, ``model_config.json`` and
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import torch
 
 from rlvr.config import ModelConfig
 from rlvr.errors import UserError
-from rlvr.model.hf import load_hf_policy
+from rlvr.model.hf import load_hf_policy, load_hf_vocabulary
 from rlvr.model.precision import apply_compute, resolve_model
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
@@ -84,6 +85,23 @@ def _load(directory: str | Path):
             raise UserError(f"{d}: unreadable checkpoint ({e}); use an earlier checkpoint") from None
     if (d / "config.json").exists():
         return load_hf_policy(str(d))
+    raise UserError(f"{d}: no model_config.json or config.json inside; is this a checkpoint directory?")
+
+
+def saved_vocabulary(directory: str | Path) -> tuple[object, int]:
+    """-> (tokenizer, V) of a checkpoint or HF model, read from its files without loading the weights:
+    its tokenizer and how many logits its output layer gives (the checks made before a run starts)."""
+    d = Path(directory)
+    if not d.exists() and looks_like_hf_name(str(directory)):  # hub name or tiny-hf:<arch>
+        return load_hf_vocabulary(str(directory))
+    if (d / "model_config.json").exists():
+        try:
+            width = json.loads((d / "model_config.json").read_text())["vocab_size"]
+            return CharTokenizer.load(d / "tokenizer.json"), int(width)
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"{d}: unreadable checkpoint ({e}); use an earlier checkpoint") from None
+    if (d / "config.json").exists():
+        return load_hf_vocabulary(str(d))
     raise UserError(f"{d}: no model_config.json or config.json inside; is this a checkpoint directory?")
 
 

@@ -17,6 +17,7 @@ from rlvr.rewards.intrinsic import INTRINSIC_REWARDS
 from rlvr.tasks.registry import TASKS, is_task_ref, knob_names, resolve
 from rlvr.train.data import check_test_time, reward_uses_labels
 from rlvr.train.state import get_task
+from rlvr.train.teacher import check_teacher_files
 
 REWARD_KINDS = ("verifier", "mix", "funcs")
 """reward.kind values besides the intrinsic rewards (:data:`rlvr.rewards.intrinsic.INTRINSIC_REWARDS`)."""
@@ -25,7 +26,8 @@ REWARD_KINDS = ("verifier", "mix", "funcs")
 def validate(cfg: RunConfig) -> None:
     """Check what the dataclasses cannot: every name the config uses is registered (task and its
     knobs, retention and corpus tasks, loss, reward kind and mix weights), the model and distillation
-    teacher paths exist (or name hub models), the task can be built, and
+    teacher paths exist (or name hub models), the teacher shares the student's tokenizer and output
+    width (read from their files), the task can be built, and
     test-time training (``task.test_time``) does not use held-out labels."""
     _task(cfg.task.name, "task.name")
     allowed = knob_names(resolve(cfg.task.name))
@@ -55,6 +57,7 @@ def validate(cfg: RunConfig) -> None:
     if teacher and not Path(teacher).expanduser().exists() and not looks_like_hf_name(teacher):
         raise ConfigError(f"loss.teacher: {teacher} does not exist; train a teacher first and pass its checkpoint "
                           "directory (docs/methods/on_policy_distillation.md), or a hub name like Qwen/Qwen2.5-1.5B")
+    check_teacher_files(cfg)  # its tokenizer and output width against the student's, from their files
     try:
         task = get_task(cfg)  # the task's own checks (data files, knob values), and that it is a task
     except UserError as e:

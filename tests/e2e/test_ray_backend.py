@@ -68,6 +68,22 @@ def test_ray_trainer_actor_run_and_clean_shutdown(over, tmp_path):
     _assert_no_ray_left()
 
 
+def test_ray_trainer_actor_distils_from_a_teacher(over, tmp_path):
+    """On-policy distillation on the Ray backend: the teacher is loaded by the trainer actor (the
+    generators sample the student only) and scored in its micro-batches."""
+    from rlvr.train.launch import run_training
+
+    tok = CharTokenizer()
+    torch.manual_seed(1)
+    save_policy(TinyGPT(load_config("quickstart", over[:3]).model, tok.vocab_size), tok, tmp_path / "teacher")
+    cfg = load_config("quickstart", [*over, "train.steps=2", "loss.name=opd", f"loss.teacher={tmp_path / 'teacher'}",
+                                     "algo.zero_var_filter=false"])
+    run = run_training(cfg, run_dir=tmp_path / "run")
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["distill_kl"] > 0 for r in rows)
+    _assert_no_ray_left()
+
+
 def test_killed_generator_actor_is_replaced(over):
     from rlvr.train.loop import build_policy, build_state, make_source
     from rlvr.train.step import rl_step

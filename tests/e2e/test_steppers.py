@@ -1,7 +1,9 @@
 """One RL step, three ways to feed it: the sync step, the async pipeline at max_lag=0 and data
 parallel with one rank must give the same parameters and the same value for every metric key
-(wall times aside) over several steps, from the same config and seed. Both for a single-turn task
-and for a tool task (multi-turn episodes with environment tokens, docs/tools.md)."""
+(wall times aside) over several steps, from the same config and seed. For a single-turn task, for a
+tool task (multi-turn episodes with environment tokens, docs/tools.md) and for on-policy
+distillation (a frozen teacher scored in the trainer's micro-batches, mixed with the verifier reward:
+docs/methods/on_policy_distillation.md)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def init(tmp_path_factory):
     cfg = load_config("quickstart", ["model.n_layer=1", "model.d_model=32", "model.n_head=2"])
     torch.manual_seed(0)
     save_policy(TinyGPT(cfg.model, tok.vocab_size), tok, d / "init")
+    save_policy(TinyGPT(cfg.model, tok.vocab_size), tok, d / "teacher")  # other weights, same shapes
     return d
 
 
@@ -81,6 +84,12 @@ def tool_task(init):
     return [f"task.name={path}:EchoTask", "sampling.max_new_tokens=20", "sampling.max_turns=3"]
 
 
+@pytest.fixture(scope="module")
+def distill(init):
+    return ["loss.name=opd", f"loss.teacher={init / 'teacher'}", "loss.distill_beta=0.5", "loss.reward_coef=0.5",
+            "algo.zero_var_filter=false"]
+
+
 def _run(d, how: str, extra=()) -> tuple[list[torch.Tensor], list[dict]]:
     cfg = load_config("quickstart", _over(d, [*extra, *(["pipeline.mode=async"] if how == "async" else [])]))
     st = build_state(cfg, *build_policy(cfg, "none"))
@@ -103,9 +112,9 @@ def _same(a, b) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize("kind", ["single_turn", "tool"])
-def test_sync_async_at_lag_zero_and_one_rank_data_parallel_agree(init, tool_task, tmp_path, kind):
-    extra = tool_task if kind == "tool" else []
+@pytest.mark.parametrize("kind", ["single_turn", "tool", "distill"])
+def test_sync_async_at_lag_zero_and_one_rank_data_parallel_agree(init, tool_task, distill, tmp_path, kind):
+    extra = {"single_turn": [], "tool": tool_task, "distill": distill}[kind]
     n = torch.get_num_threads()
     torch.set_num_threads(1)  # the async backend's threads; float results depend on the thread count
     try:
@@ -126,6 +135,8 @@ def test_sync_async_at_lag_zero_and_one_rank_data_parallel_agree(init, tool_task
     assert changed > 0  # the steps moved the weights: the comparison below is not vacuous
     if kind == "tool":  # episodes with environment tokens were trained on
         assert all(r["tool_calls"] > 0 and r["env_tokens"] > 0 for r in ref_rows)
+    if kind == "distill":  # the teacher was scored: its divergence is in every row and is compared below
+        assert all(r["distill_kl"] > 0 and r["distill_div"] > 0 for r in ref_rows)
     for name, (params, rows) in {"async": async_, "data parallel": dp}.items():
         for p, q in zip(ref_params, params):
             assert torch.equal(p, q), f"{name}: parameters differ from the sync step"

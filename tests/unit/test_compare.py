@@ -134,6 +134,25 @@ def test_runs_sharing_seeds_are_paired_seed_by_seed(tmp_path):
     assert how == "by seed (1); seeds 0 in one group only, left out"
 
 
+def test_compare_gives_the_seed_level_pass_at_k_difference(tmp_path, capsys):
+    """Two seed pairs whose pass@1 differences are both 0 (see above): the between-seed term
+    vanishes, so the seed-level interval is 0 +- the mean of the pairs' half-widths."""
+    flip = [dict(r, correct=not r["correct"], reward=1.0 - r["reward"]) for r in A_ROWS]
+    dirs = [_run(tmp_path, "cispo-s0-20250101-120000", A_ROWS, seed=0),
+            _run(tmp_path, "cispo-s1-20250101-120500", flip, seed=1),
+            _run(tmp_path, "grpo-s1-20250101-121000", A_ROWS, seed=1),
+            _run(tmp_path, "grpo-s0-20250101-121500", flip, seed=0)]
+    js = tmp_path / "c.json"
+    assert main(["compare", *map(str, dirs), "--out", str(tmp_path / "c.html"), "--json", str(js), "--plain"]) == 0
+    diff = json.loads(js.read_text())["differences"]["grpo"]
+    halves = [(p["ci"]["1"][1] - p["ci"]["1"][0]) / 2 for p in diff["per_pair"]]
+    level = diff["seed_level"]["1"]
+    assert level["mean"] == pytest.approx(0.0) and min(halves) > 0
+    assert level["ci"] == pytest.approx([-sum(halves) / 2, sum(halves) / 2])
+    assert [s["value"] for s in level["per_seed"]] == pytest.approx([0.0, 0.0])
+    assert "grpo - cispo over 2 seeds" in capsys.readouterr().out
+
+
 def test_groups_and_seeds_from_names_and_config():
     assert group_label("cispo-s1-20250101-120000") == "cispo"
     assert group_label("cispo-20250101-120000-2") == "cispo"

@@ -156,7 +156,10 @@ def test_cli_out_of_range_exits_2_with_one_line_and_no_run_dir(tmp_path, capsys)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_every_shipped_config_loads_and_validates():
+def test_every_shipped_config_loads_and_validates(tmp_path):
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
     from rlvr.train.validate import validate
 
     root = Path(__file__).resolve().parents[2]
@@ -166,6 +169,7 @@ def test_every_shipped_config_loads_and_validates():
         cfg = load_config(f)
         if cfg.model.kind == "hf" or cfg.model.init_from:
             cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, path="tiny-hf:llama", init_from=""))
-        if cfg.loss.teacher:  # a checkpoint the user trains first: a stand-in that exists
-            cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, teacher=str(root)))
+        if cfg.loss.teacher:  # a checkpoint the user trains first: a stand-in with the student's tokenizer
+            save_policy(TinyGPT(cfg.model, CharTokenizer().vocab_size), CharTokenizer(), tmp_path / f.stem)
+            cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, teacher=str(tmp_path / f.stem)))
         validate(cfg)

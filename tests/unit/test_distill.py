@@ -23,9 +23,10 @@ from rlvr.algo.distill import generalized_jsd, reverse_kl
 from rlvr.algo.losses import LossInputs, loss_config, objective, policy_loss, token_weights
 from rlvr.config import ConfigError, load_config
 from rlvr.errors import UserError
+from rlvr.model.io import save_policy
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
-from rlvr.train.teacher import check_same_vocabulary
+from rlvr.train.teacher import check_same_vocabulary, check_teacher_files
 
 F64 = torch.float64
 TOL = 1e-9
@@ -187,7 +188,35 @@ def test_a_missing_teacher_fails_validation_with_its_key(tmp_path) -> None:
 
     with pytest.raises(ConfigError, match="loss.teacher: .* does not exist"):
         validate(load_config("opd", [f"loss.teacher={tmp_path}/none/here"]))
-    validate(load_config("opd", [f"loss.teacher={tmp_path}"]))
+    with pytest.raises(UserError, match="no model_config.json or config.json inside"):
+        validate(load_config("opd", [f"loss.teacher={tmp_path}"]))  # a folder that holds no model
+    cfg = load_config("opd", ["model.n_layer=1", "model.d_model=16", "model.n_head=2"])
+    save_policy(TinyGPT(cfg.model, CharTokenizer().vocab_size), CharTokenizer(), tmp_path / "teacher")
+    validate(load_config("opd", [f"loss.teacher={tmp_path / 'teacher'}"]))  # the tiny base's tokenizer: accepted
+
+
+def test_a_mismatched_teacher_fails_before_the_run_folder_exists(tmp_path) -> None:
+    """The teacher's tokenizer and output width are read from its files and compared with the
+    student's before ``train`` creates the run folder (before: only once both models were loaded,
+    after config.yaml and machine.json were written): a refused run leaves no folder behind."""
+    from rlvr.train.loop import train
+
+    small = ["model.n_layer=1", "model.d_model=16", "model.n_head=2"]
+    model_cfg = load_config("quickstart", small).model
+    tok = CharTokenizer()
+    save_policy(TinyGPT(model_cfg, tok.vocab_size), tok, tmp_path / "student")
+    digits = CharTokenizer("0123456789+-=")
+    save_policy(TinyGPT(model_cfg, digits.vocab_size), digits, tmp_path / "digits")
+    save_policy(TinyGPT(model_cfg, tok.vocab_size + 1), tok, tmp_path / "wide")  # same tokenizer, one more logit
+    out = tmp_path / "runs"
+    for teacher, why in (("digits", "its tokenizer differs"), ("wide", f"{tok.vocab_size + 1} logits")):
+        cfg = load_config("opd", [*small, f"model.init_from={tmp_path / 'student'}", f"train.out_dir={out}",
+                                  f"loss.teacher={tmp_path / teacher}"])
+        with pytest.raises(UserError, match=why):
+            train(cfg, progress="none")
+        with pytest.raises(UserError, match=why):
+            train(cfg, run_dir=tmp_path / "named", progress="none")
+        assert not out.exists() and not (tmp_path / "named").exists()
 
 
 def test_a_teacher_with_another_tokenizer_or_vocabulary_is_refused() -> None:
@@ -261,3 +290,6 @@ def test_an_hf_teacher_is_built_and_checked_by_its_whole_vocabulary(tmp_path, mo
     student, tok = load_policy("tiny-hf:llama")
     teacher = load_teacher(cfg, student, tok)
     assert teacher is not None and not any(p.requires_grad for p in teacher.parameters()) and not teacher.training
+    check_teacher_files(cfg)  # the same from the files alone: the HF tokenizer and config.json's vocab_size
+    with pytest.raises(UserError, match="loss.teacher=tiny-hf:llama: its tokenizer differs"):
+        check_teacher_files(load_config("opd", ["loss.teacher=tiny-hf:llama"]))  # the tiny character base

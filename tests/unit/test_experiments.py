@@ -99,6 +99,31 @@ def test_ppl_diff_pairs_problems_with_both_values():
     assert est[0].value == pytest.approx(((1.5 - 2.0) + (1.0 - 3.0)) / 2) and det["s1"]["problems"] == 2
 
 
+def test_ppl_like_for_like_compares_the_same_kind_of_sample():
+    """Base and RL both scored under the base: all vs all and correct vs correct, where the old
+    ppl_diff (kept) set RL's correct samples against all of the base's. Problem p1 has no correct RL
+    sample and p2 no correct base sample: correct vs correct uses p0 only."""
+    base = _stats([1, 1, 0], 2, ppl=[2.0, 1.0, 3.0], ppl_ok=[1.0, 0.5, None])
+    rl = _stats([1, 0, 1], 2, ppl=[1.5, 2.5, 1.0], ppl_ok=[1.25, None, 1.0])
+    look = {("e", "base", None): base, ("e", "rl", 0): rl, ("e", "rl", 1): rl}.__getitem__
+    get = lambda e, m, s: look((e, m, s))  # noqa: E731
+    args = {"eval": "e", "model": "rl", "against": "base"}
+    est, det = RUN["ppl_like_for_like"](get, {**args, "samples": "all"}, [0, 1], [None])
+    assert [e.seed for e in est] == [0, 1]
+    assert est[0].value == pytest.approx(((1.5 - 2.0) + (2.5 - 1.0) + (1.0 - 3.0)) / 3)  # -1/3
+    assert (est[0].lo, est[0].hi) == pytest.approx(bootstrap_ci(np.array([-0.5, 1.5, -2.0])))
+    assert det["s0"] == {"problems": 3, "ppl_model": pytest.approx(math.exp(5.0 / 3)),
+                         "ppl_against": pytest.approx(math.exp(2.0))}
+    est, det = RUN["ppl_like_for_like"](get, {**args, "samples": "correct"}, [0], [None])
+    assert est[0].value == pytest.approx(1.25 - 1.0) and det["s0"]["problems"] == 1
+    old, _ = RUN["ppl_diff"](get, args, [0], [None])  # the published measure: correct against all
+    assert old[0].value == pytest.approx(((1.25 - 2.0) + (1.0 - 3.0)) / 2)
+    with pytest.raises(UserError, match="samples: 'some'; use one of all, correct"):
+        measures.MEASURES["ppl_like_for_like"].typed({**args, "samples": "some"})
+    with pytest.raises(UserError, match="ppl_like_for_like needs evaluation e with perplexity > 0"):
+        RUN["ppl_like_for_like"](lambda e, m, s: {"ids": ["p0"], "n": 2}, {**args, "samples": "all"}, [0], [None])
+
+
 def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
     for name in spec.names():
         exp = spec.load(name)

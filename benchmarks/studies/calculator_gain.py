@@ -30,10 +30,12 @@ def seed_row(run: Path) -> dict:
     command_wall = run / "command_wall_s"  # written by the runner: the whole `rlvr train` command, evaluations included
     wall = float(command_wall.read_text()) if command_wall.exists() else None
     first, last = rows[0], rows[-1]
+    calls = {f"{key}_{end}": row.get(key) for end, row in (("first", first), ("last", last))
+             for key in ("tool_calls", "failed_call_share", "pass_rate_with_call")}
     return {"run": str(run), "seed": seed, "first_step": first["step"], "before": first["heldout_pass_rate"],
             "last_step": last["step"], "after": last["heldout_pass_rate"],
             "gain": last["heldout_pass_rate"] - first["heldout_pass_rate"], "steps_wall_s": summary["wall_s"],
-            "wall_s": wall}
+            "wall_s": wall, **calls}
 
 
 def verdict(rows: list[dict]) -> dict:
@@ -54,6 +56,12 @@ def main() -> None:
     for r in rows:
         print(f"| {r['seed']} | {r['before']:.3f} ({r['first_step']}) | {r['after']:.3f} ({r['last_step']}) "
               f"| {r['gain']:+.3f} | {r['wall_s'] or float('nan'):.0f} s ({r['steps_wall_s']:.0f} s) |")
+    print("\n| seed | tool calls per episode | failed calls | training success with a call |")
+    print("| --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['seed']} | {r['tool_calls_first']:.2f} -> {r['tool_calls_last']:.2f} "
+              f"| {r['failed_call_share_first']:.3f} -> {r['failed_call_share_last']:.3f} "
+              f"| {r['pass_rate_with_call_first']:.3f} -> {r['pass_rate_with_call_last']:.3f} |")
     print(json.dumps(verdict(rows), indent=1))
 
 

@@ -129,12 +129,25 @@ def check_same_prompt_tokens(model_dir: Path, texts: list[str]) -> None:
             raise SystemExit(f"prompt {t!r} tokenises differently on the two sides")
 
 
-def side_precision(model_dir: Path, requested: str):
+def side_precision(model_dir: Path, requested: str, shape: dict):
     """The precision both sides use: rlvr's resolution of ``requested`` for this model on this CPU
-    (auto: measured once per machine and cached). -> :class:`rlvr.model.precision.Precision`."""
+    (auto: measured once per machine and cached; real steps recorded at this step ``shape`` decide
+    where both precisions have some). -> :class:`rlvr.model.precision.Precision`."""
     from rlvr.model.precision import dir_spec, resolve_dtype
 
-    return resolve_dtype(requested, "cpu", lambda: dir_spec(model_dir))
+    return resolve_dtype(requested, "cpu", lambda: dir_spec(model_dir), shape)
+
+
+def record_real_step(model_dir: Path, prec, shape: dict, sec_per_step: float) -> None:
+    """Record rlvr's measured step (median after warm-up) in its precision for ``model.dtype=auto``
+    (:func:`rlvr.model.precision_cache.record_steps`): where auto decided, or where auto measured
+    this model before (so a ``--precision float32`` run can overturn a bfloat16 choice)."""
+    from rlvr.model.precision import dir_spec
+    from rlvr.model.precision_cache import cache_key, cache_path, record_steps
+
+    spec = prec.workload or dir_spec(model_dir)
+    if spec and (prec.workload is not None or cache_path(cache_key(spec)).exists()):
+        print(f"precision: {record_steps(spec, shape, prec.dtype, [sec_per_step], prec.measurement)}", flush=True)
 
 
 def run_side(cmd: list[str], settings: Path, out: Path, log: Path, threads: int) -> dict:
@@ -272,7 +285,10 @@ def main() -> None:
     results: dict = {}
     for name in names:
         check_same_prompt_tokens(dirs[name], texts)
-        prec = side_precision(dirs[name], a.precision)
+        from rlvr.model.precision import step_shape
+
+        shape = step_shape(a.prompts_per_step, a.group_size, a.max_new_tokens)
+        prec = side_precision(dirs[name], a.precision, shape)
         print(f"{name}: {prec.line()}; TRL bf16={prec.dtype == 'bfloat16'}", flush=True)
         s = {"model_dir": str(dirs[name]), "prompts": texts, "precision": prec.dtype,
              "prompts_per_step": a.prompts_per_step,
@@ -287,6 +303,7 @@ def main() -> None:
         r = {"steps": a.steps, "warmup": a.warmup, "precision": prec.dtype, "precision_reason": prec.reason}
         r["rlvr"] = run_side([sys.executable, str(HERE / "_rlvr_side.py")], d / "settings.json", d / "rlvr.json",
                              d / "rlvr.log", a.threads)
+        record_real_step(dirs[name], prec, shape, r["rlvr"]["sec_per_step"])
         r["trl"] = run_side([str(trl_py), str(HERE / "_trl_side.py")], d / "settings.json", d / "trl.json",
                             d / "trl.log", a.threads)
         r["gen"] = gen_vs_hf(dirs[name], 64, 64, a.gen_repeats)

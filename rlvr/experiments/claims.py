@@ -98,11 +98,14 @@ def counted(row: dict) -> bool:
 
 
 def counts(rows: list[dict]) -> dict:
-    """{"findings": {status: n}, "post hoc": {status: n}, "premises": {status: n}} over ``rows``."""
+    """{"findings": {status: n}, "post hoc": {status: n}, "premises": {status: n}} over ``rows`` (an
+    exploratory claim counts with the post hoc ones)."""
     out: dict[str, dict[str, int]] = {group: dict.fromkeys(VERDICTS, 0) for group in ("findings", "post hoc",
                                                                                         "premises")}
     for r in rows:
-        group = "premises" if r.get("kind", "finding") == "premise" else "post hoc" if r.get("post_hoc") else "findings"
+        kind = r.get("kind", "finding")
+        group = "premises" if kind == "premise" else "post hoc" if r.get("post_hoc") or kind == "exploratory" \
+            else "findings"
         out[group][status_of(r)] += 1
     return out
 

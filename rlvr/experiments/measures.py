@@ -38,12 +38,20 @@ import numpy as np
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
-from rlvr.experiments import association_measures, curve_measures, dynamics_measures, series_measures, weight_measures
+from rlvr.experiments import (
+    association_measures,
+    curve_measures,
+    dynamics_measures,
+    final_measures,
+    series_measures,
+    weight_measures,
+)
 from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.registry import MEASURES, Get, Measure, PairArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
 
-REGISTERED_ELSEWHERE = (association_measures, curve_measures, dynamics_measures, series_measures, weight_measures)
+REGISTERED_ELSEWHERE = (association_measures, curve_measures, dynamics_measures, final_measures, series_measures,
+                        weight_measures)
 """The modules that register the other measures when imported (so that MEASURES holds them all)."""
 __all__ = ["MEASURES", "Measure", "REGISTERED_ELSEWHERE"]
 

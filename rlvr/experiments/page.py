@@ -95,13 +95,17 @@ def count_line(rows: list[dict]) -> str:
 
 
 def claim_tables(rows: list[dict]) -> list[str]:
-    """The counts, the findings' verdict table and, when there are premises, theirs."""
+    """The counts, the findings' verdict table and, when there are premises or exploratory claims, theirs."""
     findings = [r for r in rows if r.get("kind", "finding") == "finding"]
     premises = [r for r in rows if r.get("kind", "finding") == "premise"]
+    exploratory = [r for r in rows if r.get("kind", "finding") == "exploratory"]
     lines = [count_line(rows), "", *verdict_table(findings), ""]
     if premises:
         lines += ["Premises: manipulation checks (the regime the findings need); never counted among the findings.",
                   "", *verdict_table(premises), ""]
+    if exploratory:
+        lines += ["Exploratory: declared after their runs were seen, to say what those runs can answer; counted "
+                  "with the post hoc claims, never among the findings.", "", *verdict_table(exploratory), ""]
     return lines
 
 

@@ -25,6 +25,9 @@ from pathlib import Path
 
 import yaml
 
+EXPLORATORY = "declared exploratory (its data were seen before it was declared)"
+"""The post hoc reason of a claim of kind ``exploratory``, whatever its history shows."""
+
 DECIDING = ("measure", "args", "expect", "kind")
 """The keys of a claim that decide its verdict: a change to any of them declares it again."""
 
@@ -220,7 +223,8 @@ class Ledger:
 
     def mark(self, row: dict, claim) -> dict:
         """``row`` with ``declared`` (text), ``cells_computed`` (the earliest recorded cell time, or
-        None) and ``post_hoc`` (why, '' when not) of the declared ``claim``. A claim not measured yet
+        None) and ``post_hoc`` (why, '' when not) of the declared ``claim`` (an exploratory claim:
+        always, :data:`EXPLORATORY`). A claim not measured yet
         is post hoc only by its audited reason: its verdict will come from cells computed later, whose
         recorded times the rule then reads."""
         d = self.declared.get(claim.id, UNKNOWN)
@@ -228,8 +232,9 @@ class Ledger:
         known = sorted((t for t in times if t), key=utc)
         measured = row.get("verdict") != "not measured"  # no verdict yet: nothing read, nothing post hoc
         late = post_hoc(d, times, published_bound(claim.args, self.seen), "") if measured else ""
-        return {**row, "declared": d.text(), "cells_computed": known[0] if known else None,
-                "post_hoc": post_hoc(d, [], None, claim.post_hoc) if claim.post_hoc else late}
+        why = (post_hoc(d, [], None, claim.post_hoc) if claim.post_hoc
+               else EXPLORATORY if claim.kind == "exploratory" else late)
+        return {**row, "declared": d.text(), "cells_computed": known[0] if known else None, "post_hoc": why}
 
 
 def ledger(declaration: Path, published_table: Path, cell_times: Callable[[str, str], list[str | None]]) -> Ledger:

@@ -209,8 +209,10 @@ class ClaimSpec:
     expect: str
     """The claimed direction of the measured quantity: positive | negative."""
     kind: str = "finding"
-    """``finding`` (a paper's claim, counted) or ``premise`` (a manipulation check: the regime the
-    findings need, e.g. "the high learning rate destabilises GRPO"; shown apart, never counted)."""
+    """``finding`` (a paper's claim, counted), ``premise`` (a manipulation check: the regime the
+    findings need, e.g. "the high learning rate destabilises GRPO"; shown apart, never counted) or
+    ``exploratory`` (declared after its data were seen: post hoc by declaration, whatever the
+    history shows; shown with the post hoc claims, never counted)."""
     post_hoc: str = ""
     """Audited from the history: why this claim is post hoc where its cells' records cannot show it
     (they carry no time), e.g. "re-specified after a pilot run that is in its sample". A claim declared

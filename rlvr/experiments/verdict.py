@@ -16,9 +16,10 @@ seed gives an estimate with a 95% interval (lo, hi). The status of a claim is on
 - **not measured**: the claim's cells are missing, its model could not be built, or the measure
   cannot use its cells (the row says why).
 
-A claim is a *finding* or a *premise* (a manipulation check: the regime the findings need, e.g. "the
-high learning rate does destabilise GRPO"); premises get the same statuses but never count among
-findings.
+A claim is a *finding*, a *premise* (a manipulation check: the regime the findings need, e.g. "the
+high learning rate does destabilise GRPO") or *exploratory* (declared after its data were seen, to
+say what they can answer); premises and exploratory claims get the same statuses but never count
+among findings.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ EXPECTS = ("positive", "negative")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_IDENTIFIABLE, NOT_MEASURED = "not identifiable here", "not measured"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_IDENTIFIABLE, NOT_MEASURED)
-CLAIM_KINDS = ("finding", "premise")
-"""A finding is counted; a premise (manipulation check) is shown apart and never counted."""
+CLAIM_KINDS = ("finding", "premise", "exploratory")
+"""A finding is counted; a premise (manipulation check) is shown apart and never counted; an
+exploratory claim is declared on data already seen (post hoc by declaration: shown, never counted)."""
 
 
 def seed_label(seed: int | None, pretrain: int | None = None) -> str:

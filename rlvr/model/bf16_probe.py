@@ -1,54 +1,50 @@
 """The bf16 probe: how fast bf16 autocast runs against float32 on this CPU, at a model's own shapes,
-measured once per machine and cached (what ``model.dtype: auto`` decides by: :mod:`rlvr.model.precision`).
+measured once per machine and cached (what ``model.dtype: auto`` decides by: :mod:`rlvr.model.precision`;
+the cache, the busy-machine rule and the re-validation by real steps: :mod:`rlvr.model.precision_cache`).
 
-:func:`measure` times a forward + backward, then decoding, alternating float32 and bf16, repeated,
-medians. The tiny model is measured for real (one block, with attention, norms and the LM head) at
-the default RL step's shapes: one of its two mini-batches (8 prompts x 8 samples), sampled by the
-sampler's shared-prefix decoding and trained on as 64 left-padded sequences of prompt + completion
-under their key mask; an HF model as its layer's projections (q, k, v, o, gate, up, down) at a
-training-sized token count and 64-row decode steps. :func:`measured` caches the result in
-``<cache>/machine/bf16-<key>.json``, keyed by a hash of the CPU (model name, family, model, flags),
-the torch version, the torch thread count and the workload; a second run reuses it, a corrupt file
-is measured again. The 1-minute load average is recorded with it (:func:`busy_note` says when the
-machine was busy: the ratio may then be off; delete the file to measure again).
+:func:`measure` times one RL step's work, alternating float32 and bf16, repeated, medians. The tiny
+model is measured as the step runs it (:func:`_tiny_run`): the whole model (every layer), the
+sampler's shared-prefix decoding of every row, then the update: forward + backward of the same rows
+in :data:`MINIBATCHES` mini-batches, each followed by an AdamW step on the float32 master weights,
+at the shapes of the tiny recipe's benchmark step (64 prompts x 8 samples) scaled down to
+:data:`STEP_PROMPTS` prompts x :data:`STEP_GROUP` samples (fewer prompts where the float32 update
+would exceed the FLOP cap): the same rows decoded and trained on, as in the step. So
+decoding and training weigh what they weigh in a real step. An HF model is measured as its layer's
+projections (q, k, v, o, gate, up, down) at a training-sized token count and 64-row decode steps.
+:func:`measured` caches the result; a measurement on a busy machine is refused (not taken, never
+cached: ``auto`` then runs float32 and says why).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
-import json
-import math
 import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from rlvr.config import ModelConfig
-from rlvr.log import warn
-from rlvr.machine import cpu_info
+from rlvr.model.precision_cache import busy_reason, cache_key, cache_path, now, read_cached, write
 from rlvr.model.tiny import TinyGPT
 from rlvr.model.tokenizer import CharTokenizer
-from rlvr.paths import atomic_write, cache_root
 
-FORMAT = 2  # bump when the measurement changes: old cache files are then measured again
 TRAIN_TOKENS = 2048  # the most tokens of the training-sized forward + backward (HF projections)
 DECODE_ROWS = 64  # rows of a decode-sized batch (one new token each; HF projections)
-RL_PROMPTS, RL_ROWS = 8, 64  # the tiny model's workload: a mini-batch of the default RL step (16 x 8 in 2),
+STEP_PROMPTS, STEP_GROUP = 8, 8  # the benchmark step's 64 prompts x 8 samples, scaled to 8 prompts (time)
 RL_PROMPT_TOKENS, RL_NEW_TOKENS = 10, 32  # its prompts of about 10 tokens, completions of about 30
+MINIBATCHES = 2  # optimiser updates per step (algo.minibatches)
 FLOP_CAP = 2e9  # float32 FLOPs of one repeat's forward + backward at most: a large model uses fewer tokens
-TINY_FLOP_CAP = 4e9  # the same for the tiny model's RL-step workload (the default model: 64 rows fit)
-BUDGET_S = 0.8  # stop repeating after this long (3 repeats at least): the measurement stays < 2 s
+TINY_FLOP_CAP = 8e9  # the same for the tiny model's step (the default model: 4 prompts x 8 samples)
+BUDGET_S = 0.8  # stop repeating after this long (3 repeats at least)
+SPREAD_MAX = 0.5  # float32 repeats spreading more than this ((max - min) / median): busy while measuring
 
 
 # ----------------------------------------------------------------------------- what is measured
 def tiny_spec(cfg: ModelConfig) -> dict:
-    """The workload of a tiny model: one block of it, built for real (attention, norms, LM head)."""
-    return {"kind": "tiny", "d_model": cfg.d_model, "n_head": cfg.n_head, "mlp": cfg.mlp,
+    """The workload of a tiny model: the whole model, built for real (every layer, norms, LM head)."""
+    return {"kind": "tiny", "n_layer": cfg.n_layer, "d_model": cfg.d_model, "n_head": cfg.n_head, "mlp": cfg.mlp,
             "context": cfg.context, "fp32_logits": cfg.fp32_logits}
 
 
@@ -77,23 +73,26 @@ def _tokens(flops_per_token: float, cap: float) -> int:
 
 
 def _tiny_run(spec: dict, g: torch.Generator, scale: float) -> tuple[Run, dict]:
-    """One real tiny block (+ embedding, final norm, LM head) at the RL step's shapes: forward +
-    backward of :data:`RL_ROWS` left-padded sequences of prompt + completion under their key mask,
-    then the sampler's decoding (:data:`RL_PROMPTS` prompts prefilled once, :data:`RL_ROWS` rows
-    decoding :data:`RL_NEW_TOKENS` steps from the shared prefix). Fewer rows where the float32
-    forward + backward would exceed ``scale`` x :data:`TINY_FLOP_CAP` FLOPs (a wide model)."""
-    cfg = ModelConfig(n_layer=1, d_model=spec["d_model"], n_head=spec["n_head"], mlp=spec["mlp"],
-                      context=spec["context"], fp32_logits=spec["fp32_logits"])
+    """The tiny model's RL step (every layer, embedding, norms, LM head): the sampler's decoding
+    (prompts prefilled once, every row decoding :data:`RL_NEW_TOKENS` steps from its shared prefix),
+    then forward + backward of the same rows (left-padded prompt + completion under their key mask) in
+    :data:`MINIBATCHES` mini-batches, each followed by an AdamW step. :data:`STEP_PROMPTS` x
+    :data:`STEP_GROUP` rows, fewer prompts where the float32 forward + backward would exceed
+    ``scale`` x :data:`TINY_FLOP_CAP` FLOPs."""
+    cfg = ModelConfig(n_layer=spec.get("n_layer", 1), d_model=spec["d_model"], n_head=spec["n_head"],
+                      mlp=spec["mlp"], context=spec["context"], fp32_logits=spec["fp32_logits"])
     vocab = CharTokenizer().vocab_size
     with torch.random.fork_rng(devices=[]):  # the init draws from the global RNG: leave it as it was
         torch.manual_seed(0)
         model = TinyGPT(cfg, vocab)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     tp = min(RL_PROMPT_TOKENS, max(1, cfg.context // 4))
     new = max(1, min(RL_NEW_TOKENS, cfg.context - tp))
     T = tp + new
-    fit = max(1, min(RL_ROWS, int(scale * TINY_FLOP_CAP / (3 * model.flops_per_token() * T))))  # rows
-    prompts = min(RL_PROMPTS, fit)
-    per_prompt = fit // prompts
+    per_row = 3 * model.flops_per_token() * T
+    fit = max(1, int(scale * TINY_FLOP_CAP / per_row))  # rows under the cap
+    prompts = max(1, min(STEP_PROMPTS, fit // STEP_GROUP))
+    per_prompt = min(STEP_GROUP, fit)
     rows = prompts * per_prompt
     ids = torch.randint(0, vocab, (rows, T), generator=g)
     key_mask = torch.ones(rows, T, dtype=torch.bool)
@@ -103,20 +102,25 @@ def _tiny_run(spec: dict, g: torch.Generator, scale: float) -> tuple[Run, dict]:
     prompt_ids = torch.randint(0, vocab, (prompts, tp), generator=g)
     repeats = torch.full((prompts,), per_prompt)
     tok = torch.randint(0, vocab, (rows,), generator=g)
+    minibatches = [slice(i * rows // MINIBATCHES, (i + 1) * rows // MINIBATCHES) for i in range(MINIBATCHES)
+                   if (i + 1) * rows // MINIBATCHES > i * rows // MINIBATCHES]
 
     def run(bf16: bool) -> tuple[float, float]:
         model.set_dtype("bfloat16" if bf16 else "float32")
-        model.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        model(ids, key_mask).logsumexp(-1).mean().backward()
-        t1 = time.perf_counter()
         with torch.no_grad():
             cache, _ = model.prefill_shared(prompt_ids, prompt_mask, repeats, new)
             for _ in range(new):
                 model.decode_shared(tok, cache)
-        return t1 - t0, time.perf_counter() - t1
+        t1 = time.perf_counter()
+        for rows_slice in minibatches:
+            opt.zero_grad(set_to_none=True)
+            model(ids[rows_slice], key_mask[rows_slice]).float().log_softmax(-1).mean().backward()
+            opt.step()
+        return time.perf_counter() - t1, t1 - t0
 
-    return run, {"train_tokens": int(key_mask.sum()), "decode_rows": rows, "decode_steps": new}
+    return run, {"train_tokens": int(key_mask.sum()), "decode_rows": rows, "decode_steps": new,
+                 "prompts": prompts, "group": per_prompt}
 
 
 def _linear_run(spec: dict, g: torch.Generator, scale: float) -> tuple[Run, dict]:
@@ -184,62 +188,28 @@ def measure(spec: dict) -> dict:
     def ratio(part: int | None) -> float:
         return med(False, part) / max(med(True, part), 1e-9)
 
+    fp32 = [t[0] + t[1] for t in times[False]]
     return {"ratio": ratio(None), "train_ratio": ratio(0), "decode_ratio": ratio(1), **sizes,
-            "repeats": len(times[False]), "fp32_s": med(False, None), "bf16_s": med(True, None)}
+            "repeats": len(times[False]), "fp32_s": med(False, None), "bf16_s": med(True, None),
+            "spread": (max(fp32) - min(fp32)) / max(statistics.median(fp32), 1e-9)}
 
 
-def cache_key(spec: dict) -> dict:
-    """What a measurement depends on: the CPU, the torch version and threads, the workload."""
-    cpu = cpu_info()
-    return {"format": FORMAT, "cpu": cpu["model_name"], "family": cpu["family"], "model": cpu["model"],
-            "flags": cpu["flags"], "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "workload": spec}
-
-
-def cache_path(key: dict) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / "machine" / f"bf16-{digest}.json"
-
-
-def _read_cached(path: Path, key: dict) -> dict | None:
-    """The cached measurement at ``path`` if it is whole and for ``key``; None if absent; a corrupt
-    file is reported and None returned (so it is measured again)."""
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-        ratio = float(data["ratio"])
-        if data.get("key") != key or not math.isfinite(ratio) or ratio <= 0:
-            raise ValueError("not a measurement for this machine")
-        return data
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        warn(f"{path}: unreadable precision measurement ({e}); measuring again")
-        return None
-
-
-def measured(spec: dict) -> tuple[dict, Path]:
-    """(measurement, cache file) of the workload ``spec`` on this CPU: from the cache, else
-    measured (:func:`measure`) and written there (atomically)."""
+def measured(spec: dict) -> tuple[dict | None, str, str]:
+    """(measurement, cache file name, why not measured) of the workload ``spec`` on this CPU: from
+    the cache, else measured (:func:`measure`) and written there. On a busy machine
+    (:func:`rlvr.model.precision_cache.busy_reason` before measuring, or float32 repeats spreading
+    more than :data:`SPREAD_MAX` while measuring) nothing is cached: (None, name, why)."""
     key = cache_key(spec)
     path = cache_path(key)
-    data = _read_cached(path, key)
-    if data is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # before this process measures
-        data = {**measure(spec), "measured": _dt.datetime.now().isoformat(timespec="seconds"), "key": key,
-                "load": load, "cores": os.cpu_count()}
-        try:
-            atomic_write(path, json.dumps(data, indent=1))
-        except OSError as e:  # a read-only cache costs a measurement per run, nothing else
-            warn(f"could not cache the precision measurement in {path} ({e.strerror or e})")
-    return data, path
-
-
-def busy_note(data: dict) -> str:
-    """``" on a busy machine (load 2.3, 2 cores: the ratio may be off)"`` when other work shared the
-    cores while measuring (the 1-minute load average plus the measuring threads above the core
-    count), else ``""``; delete the cache file to measure again on a quiet machine."""
-    load, cores = data.get("load"), data.get("cores")
-    threads = data.get("key", {}).get("threads", 1)
-    if not isinstance(load, (int, float)) or not isinstance(cores, int) or load + threads <= cores + 0.5:
-        return ""
-    return f" on a busy machine (load {load:.1f}, {cores} cores: the ratio may be off)"
+    data = read_cached(path, key)
+    if data is not None:
+        return data, path.name, ""
+    busy = busy_reason(torch.get_num_threads())
+    if busy:
+        return None, path.name, busy
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # before this process measures
+    data = {**measure(spec), "measured": now(), "key": key, "load": load, "cores": os.cpu_count()}
+    if data.get("spread", 0.0) > SPREAD_MAX:
+        return None, path.name, f"its float32 repeats spread {data['spread']:.0%} while measuring"
+    write(path, data)
+    return data, path.name, ""

@@ -3,9 +3,13 @@
 - An explicit ``float32`` / ``bfloat16`` is kept as it is.
 - On a CUDA device ``auto`` is bfloat16 where ``torch.cuda.is_bf16_supported()``, else float32
   (no measurement).
-- On the CPU ``auto`` asks the bf16 probe (:mod:`rlvr.model.bf16_probe`: bf16 autocast timed against
-  float32 at the model's own shapes, once per machine, cached) and picks bfloat16 only where it is at
-  least :data:`MARGIN` times faster.
+- On the CPU ``auto`` asks the bf16 probe (:mod:`rlvr.model.bf16_probe`: one RL step's work timed in
+  bf16 autocast against float32 at the model's own shapes, once per machine, cached) and picks
+  bfloat16 only where it is at least :data:`MARGIN` times faster. On a busy machine the probe refuses
+  to measure: float32, nothing cached. Real RL steps re-validate it
+  (:mod:`rlvr.model.precision_cache`): once both precisions have real steps recorded on this machine
+  at the run's step shape, they decide; a bfloat16 choice whose real steps ran far slower than the
+  probe predicted falls back to float32 until they do.
 - Any other device: float32.
 - ``RLVR_AUTO_DTYPE=float32|bfloat16`` pins what ``auto`` resolves to, without measuring (the
   test suite pins float32 so that its results do not depend on the machine).
@@ -31,8 +35,9 @@ import torch
 
 from rlvr.config import DTYPES, ModelConfig
 from rlvr.errors import UserError
-from rlvr.model.bf16_probe import busy_note, hf_spec, measured, tiny_spec
+from rlvr.model.bf16_probe import hf_spec, measured, tiny_spec
 from rlvr.model.hf import SIDECAR, model_source
+from rlvr.model.precision_cache import busy_note, real_steps
 
 MARGIN = 1.1
 """bf16 autocast must be at least this many times faster than float32 to be chosen on the CPU."""
@@ -51,6 +56,8 @@ class Precision:
     reason: str
     note: str
     measurement: dict | None = field(default=None, compare=False)
+    workload: dict | None = field(default=None, compare=False)
+    """The model's workload when the CPU decided (its real steps re-validate the choice), else None."""
 
     def line(self) -> str:
         """``precision: float32 (bfloat16 measured 0.80x as fast as float32 on this CPU; set
@@ -103,10 +110,12 @@ def model_spec(model) -> dict | None:
 
 # ----------------------------------------------------------------------------- resolution
 def resolve_dtype(dtype: str, device: str | torch.device = "cpu",
-                  spec: dict | Callable[[], dict | None] | None = None) -> Precision:
+                  spec: dict | Callable[[], dict | None] | None = None, shape: dict | None = None) -> Precision:
     """``model.dtype`` -> :class:`Precision` on ``device``. ``spec`` is the model's workload
     (:func:`~rlvr.model.bf16_probe.tiny_spec`, :func:`~rlvr.model.bf16_probe.hf_spec`), or a function
-    returning it, called only when a CPU measurement is needed."""
+    returning it, called only when a CPU measurement is needed; ``shape`` the run's RL step
+    (:func:`step_shape`): its real steps recorded on this machine decide where both precisions have
+    some."""
     if dtype not in DTYPES:
         raise UserError(f"model.dtype: unknown {dtype!r}; use auto, float32 or bfloat16")
     if dtype != "auto":
@@ -133,19 +142,51 @@ def resolve_dtype(dtype: str, device: str | torch.device = "cpu",
     if not work:
         return Precision("float32", "auto", "auto: the model's shapes are unknown, so float32 (not measured)",
                          f"the model's shapes are unknown, so bfloat16 was not measured; {CHOOSE}")
-    data, path = measured(work)
+    if shape:
+        decided = _by_real_steps(real_steps(work, shape), work)
+        if decided is not None:
+            return decided
+    data, name, busy = measured(work)
+    if data is None:
+        return Precision("float32", "auto", f"auto: bf16 not measured, this machine is busy ({busy}); float32, "
+                                            "nothing cached", f"this machine is busy ({busy}), so bfloat16 was not "
+                                                              f"measured and nothing cached; {CHOOSE}", None, work)
     r = float(data["ratio"])
     busy = busy_note(data)
     parts = (f"train {float(data.get('train_ratio', r)):.2f}x, decode {float(data.get('decode_ratio', r)):.2f}x; "
-             f"needs >= {MARGIN}x; measured {str(data.get('measured', '?'))[:10]}{busy}, cached as {Path(path).name}")
+             f"needs >= {MARGIN}x; measured {str(data.get('measured', '?'))[:10]}{busy}, cached as {name}")
     speed = f"bfloat16 measured {r:.2f}x as fast as float32 on this CPU"
     when = ", which was busy then" if busy else ""
     if r >= MARGIN:
         return Precision("bfloat16", "auto", f"bf16 autocast {r:.2f}x faster than fp32 at this model's shapes "
-                                             f"({parts})", f"{speed}{when}; {CHOOSE}", data)
+                                             f"({parts})", f"{speed}{when}; {CHOOSE}", data, work)
     short = f", under the {MARGIN}x it needs" if r >= 1 else ""
     return Precision("float32", "auto", f"bf16 autocast {r:.2f}x the speed of fp32 at this model's shapes "
-                                        f"({parts})", f"{speed}{short}{when}; {CHOOSE}", data)
+                                        f"({parts})", f"{speed}{short}{when}; {CHOOSE}", data, work)
+
+
+def step_shape(prompts: int, group: int, new_tokens: int) -> dict:
+    """The shape of an RL step that real-step records are kept for."""
+    return {"prompts": int(prompts), "group": int(group), "new_tokens": int(new_tokens)}
+
+
+def _by_real_steps(records: dict, work: dict) -> Precision | None:
+    """The choice real RL steps make (:func:`rlvr.model.precision_cache.real_steps`): both precisions
+    recorded -> the faster (bfloat16 needs :data:`MARGIN`); only a bfloat16 record that invalidated
+    the probe -> float32; else None (the probe decides)."""
+    if "float32" in records and "bfloat16" in records:
+        fp32, bf16 = records["float32"]["step_s"], records["bfloat16"]["step_s"]
+        r = fp32 / bf16
+        dtype = "bfloat16" if r >= MARGIN else "float32"
+        said = (f"real RL steps on this CPU: float32 {fp32:.3f} s, bfloat16 {bf16:.3f} s ({r:.2f}x; needs >= "
+                f"{MARGIN}x)")
+        return Precision(dtype, "auto", f"auto by {said}", f"{said}; {CHOOSE}", None, work)
+    bf16 = records.get("bfloat16")
+    if bf16 and bf16.get("invalidated_probe"):
+        said = (f"real bfloat16 RL steps ran far slower than the probe predicted ({bf16['step_s']:.3f} s), so "
+                "float32 until real steps of both precisions decide")
+        return Precision("float32", "auto", f"auto: {said}", f"{said}; {CHOOSE}", None, work)
+    return None
 
 
 def saved_dtype(directory: str | Path) -> str:

@@ -27,6 +27,7 @@ from rlvr.tasks.environment import environments_for
 from rlvr.train.checkpoint import latest_good_checkpoint, remove_partial, save_checkpoint
 from rlvr.train.distributed import LAUNCH, DataParallelSharding, DataParallelSource, from_rank0, rank_world
 from rlvr.train.pipeline import LocalBackend, Pipeline
+from rlvr.train.precision_check import step_timer
 from rlvr.train.ray_backend import RayBackend
 from rlvr.train.resume import check_fits, restore, saved_config, steps_target
 from rlvr.train.state import TrainState, build_policy, build_state, fitting_problems, resolve_precision
@@ -114,6 +115,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
     atomic_write(run / "machine.json", json.dumps(machine, indent=1))  # the machine of the latest (re)start
     if rank_world()[0] == 0:
         print(precision.line(), file=sys.stderr, flush=True)
+    timer = step_timer(cfg, precision, resolve_device(cfg.train.device)) if rank_world()[0] == 0 else None
     mode = progress or cfg.log.progress
     model, tok = build_policy(cfg, mode)
     st = build_state(cfg, model, tok)
@@ -140,6 +142,8 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
     try:
         while st.step < cfg.train.steps:
             m = rl_step(st, cfg.train.steps, source, sharding or LOCAL)
+            if timer is not None and (said := timer.add(m)):  # auto re-validated by the real steps
+                print(f"precision: {said}", file=sys.stderr, flush=True)
             if st.last_entropy is not None:  # observed entropy change, beside the predicted dH_total
                 m["entropy_obs_change"] = m["entropy"] - st.last_entropy
             st.last_entropy = m["entropy"]

@@ -19,7 +19,7 @@ from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.hf import load_hf_policy
 from rlvr.model.io import load_policy_as, resolve_device
-from rlvr.model.precision import Precision, config_spec, resolve_dtype
+from rlvr.model.precision import Precision, config_spec, resolve_dtype, step_shape
 from rlvr.rollout.engine import sample_params
 from rlvr.rollout.sample import SampleParams
 from rlvr.tasks.registry import get_task as registry_get
@@ -110,7 +110,8 @@ def resolve_precision(cfg: RunConfig) -> tuple[RunConfig, Precision]:
     one place a run's precision is decided: the loop calls it before it saves config.yaml. A
     ``tiny-hf:<arch>`` model is built first (its shapes are what is measured)."""
     build_if_tiny(cfg.model.init_from, cfg.model.path)
-    prec = resolve_dtype(cfg.model.dtype, resolve_device(cfg.train.device), lambda: config_spec(cfg.model))
+    shape = step_shape(cfg.algo.prompts_per_step, cfg.algo.group_size, cfg.sampling.max_new_tokens)
+    prec = resolve_dtype(cfg.model.dtype, resolve_device(cfg.train.device), lambda: config_spec(cfg.model), shape)
     if prec.dtype != cfg.model.dtype:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dtype=prec.dtype))
     return cfg, prec

@@ -503,7 +503,8 @@ def test_a_measure_is_registered_once_with_everything_the_page_needs():
     with pytest.raises(ValueError, match="registered twice"):
         register(Measure("passk_diff", measures.passk_diff, measures.PasskArgs, str, "x"))
     curves = {n for n, m in measures.MEASURES.items() if m.section == "Curves"}
-    assert curves == {"curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan"}
+    assert curves == {"curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan",
+                      "final_diff", "form_extrapolation", "early_rank_gain"}
     # the typed arguments fill the defaults (only there): pass@max, entropy against the base
     assert measures.MEASURES["passk_diff"].typed({"eval": "e", "model": "a", "against": "b"})["k"] == "max"
     assert measures.MEASURES["entropy_stability"].typed(

@@ -47,8 +47,8 @@ def repo(tmp_path):
 
 
 class Claim:
-    def __init__(self, cid, post_hoc=""):
-        self.id, self.post_hoc = cid, post_hoc
+    def __init__(self, cid, post_hoc="", kind="finding"):
+        self.id, self.post_hoc, self.kind = cid, post_hoc, kind
         self.args = {"eval": "f", "model": "rl", "against": "base"}
 
 
@@ -161,3 +161,18 @@ def test_a_claim_not_measured_yet_is_post_hoc_only_by_its_audited_reason(repo):
     waiting = {"id": "b", "verdict": "not measured"}
     assert book.mark(waiting, Claim("b"))["post_hoc"] == ""  # its verdict will come from cells computed later
     assert book.mark(waiting, Claim("b", "merged from seen claims"))["post_hoc"].endswith("merged from seen claims")
+
+
+def test_an_exploratory_claim_is_post_hoc_by_declaration_and_never_counted(repo):
+    """Declared before its cells (by the history) it would count; declared exploratory it never does."""
+    declared = pv.declarations(repo / "x.yaml")
+    cells = {("f", "rl"): ["2026-12-05T12:00:00+00:00"], ("f", "base"): ["2026-12-05T12:00:00+00:00"]}
+    book = pv.Ledger(declared, {}, lambda ev, m: cells.get((ev, m), []))
+    row = {"id": "a", "verdict": "reproduced"}
+    assert book.mark({**row, "kind": "finding"}, Claim("a"))["post_hoc"] == ""
+    seen = book.mark({**row, "kind": "exploratory"}, Claim("a", kind="exploratory"))
+    assert seen["post_hoc"] == pv.EXPLORATORY
+    waiting = book.mark({"id": "a", "kind": "exploratory", "verdict": "not measured"}, Claim("a", kind="exploratory"))
+    assert waiting["post_hoc"] == pv.EXPLORATORY
+    tally = counts([seen, {**seen, "post_hoc": ""}])  # even a row without the mark stays out of the findings
+    assert tally["findings"]["reproduced"] == 0 and tally["post hoc"]["reproduced"] == 2

@@ -3,12 +3,14 @@ quick form trains it anyway."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from rlvr.experiments.runner import BF16_ARM_MIN_RATIO, part_cells, slow_bf16
 from rlvr.experiments.spec import load
-from rlvr.model import bf16_probe
+from rlvr.model import bf16_probe, precision_cache
 from rlvr.model.precision import ENV_PIN
 
 
@@ -32,6 +34,8 @@ def test_the_measured_ratio_decides(monkeypatch, tmp_path, ratio, refused):
     monkeypatch.delenv(ENV_PIN, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a quiet machine: the probe measures
+    monkeypatch.setattr(precision_cache, "calibration_spread", lambda: 0.0)
     monkeypatch.setattr(bf16_probe, "measure", lambda spec: {"ratio": ratio, "train_ratio": ratio,
                                                            "decode_ratio": ratio, "repeats": 3})
     exp = load("scalerl")

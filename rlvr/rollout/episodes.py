@@ -136,6 +136,19 @@ def _after_turn(row: _Row, env, rb: RolloutBatch, j: int, tok, budget: int, call
     return True
 
 
+def env_char_spans(row: _Row, tok) -> tuple[tuple[int, int], ...]:
+    """The row's environment runs as [start, end) character spans of its decoded completion (the
+    offsets are lengths of decoded prefixes: exact for a tokenizer whose decoding is concatenative)."""
+    spans, start = [], None
+    for t, is_env in enumerate([*row.env, False]):
+        if is_env and start is None:
+            start = t
+        elif not is_env and start is not None:
+            spans.append((len(tok.decode(row.ids[:start])), len(tok.decode(row.ids[:t]))))
+            start = None
+    return tuple(spans)
+
+
 def _batch(rows: list[_Row], prompt_ids, prompt_mask, tok, self_certainty: bool,
            device) -> RolloutBatch:
     """The episodes as one right-padded RolloutBatch (environment tokens: logp 0, entropy 0, no loss)."""
@@ -150,7 +163,7 @@ def _batch(rows: list[_Row], prompt_ids, prompt_mask, tok, self_certainty: bool,
         if n:
             ids[i, :n], mask[i, :n], env[i, :n] = torch.tensor(r.ids), True, torch.tensor(r.env)
             floats[i, :n], versions[i, :n] = torch.tensor(r.floats), torch.tensor(r.versions)
-    episodes = [EpisodeStats(r.turns, r.calls, r.failed_calls, sum(r.env)) for r in rows]
+    episodes = [EpisodeStats(r.turns, r.calls, r.failed_calls, sum(r.env), env_char_spans(r, tok)) for r in rows]
     out = RolloutBatch(
         prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=ids, completion_mask=mask,
         loss_mask=mask & ~env, behaviour_logp=floats[..., 0], entropy=floats[..., 1], versions=versions,

@@ -116,6 +116,10 @@ class ToolEnvironment:
             return None
         return self.step(call)
 
+    def observation_spans(self, text: str) -> list[list[int]]:
+        """[start, end) character spans of this environment's results in a written episode ``text``."""
+        return self.calls.observation_spans(text)
+
     def step(self, call: ToolCall) -> Observation:
         """Run one parsed call; an unknown tool or a failing tool is a failed observation."""
         fn = self.tools.get(call.name)
@@ -139,3 +143,14 @@ def environments_for(task: Any, problems: list[Problem], params: Any) -> list | 
         return None
     limits = params if isinstance(params, EpisodeLimits) else params.episode
     return [task.environment(problem, limits) for problem in problems]
+
+
+def written_env_spans(task: Any, problem: Problem, text: str) -> list[list[int]]:
+    """The environment's [start, end) character spans in ``text``, an episode written out whole (a gold
+    solution of a tool task): found by the environment's ``observation_spans`` when it has one; []
+    for a single-turn task or an environment that cannot find them. Sampled episodes need none of
+    this: the sampler records their spans (``env_spans`` of a samples row)."""
+    if not is_tool_task(task):
+        return []
+    find = getattr(task.environment(problem, DEFAULT_LIMITS), "observation_spans", None)
+    return find(text) if callable(find) else []

@@ -274,12 +274,12 @@ def test_rollout_metrics_count_the_policy_tokens_and_report_tool_calls():
 
 
 def test_eval_summary_reports_tool_call_statistics():
-    rows = [{"problem_id": "a", "correct": True, "tool_calls": 1, "failed_calls": 0, "env_tokens": 10},
-            {"problem_id": "a", "correct": False, "tool_calls": 2, "failed_calls": 1, "env_tokens": 20},
-            {"problem_id": "b", "correct": False, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0},
-            {"problem_id": "b", "correct": True, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0}]
+    rows = [{"problem_id": "a", "correct": True, "tool_calls": 1, "failed_calls": 0, "env_tokens": 10, "turns": 2},
+            {"problem_id": "a", "correct": False, "tool_calls": 2, "failed_calls": 1, "env_tokens": 20, "turns": 3},
+            {"problem_id": "b", "correct": False, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0, "turns": 1},
+            {"problem_id": "b", "correct": True, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0, "turns": 1}]
     stats = summarize(rows)["tool_calls"]
-    assert stats == {"calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3), "episodes_with_call": 0.5,
+    assert stats == {"turns_per_episode": 1.75, "calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3), "episodes_with_call": 0.5,
                      "accuracy_with_call": 0.5, "accuracy_without_call": 0.5, "env_tokens_per_episode": 7.5}
     assert "tool_calls" not in summarize([{"problem_id": "a", "correct": True}])
 

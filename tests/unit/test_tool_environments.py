@@ -279,7 +279,8 @@ def test_eval_summary_reports_tool_call_statistics():
             {"problem_id": "b", "correct": False, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0, "turns": 1},
             {"problem_id": "b", "correct": True, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0, "turns": 1}]
     stats = summarize(rows)["tool_calls"]
-    assert stats == {"turns_per_episode": 1.75, "calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3), "episodes_with_call": 0.5,
+    assert stats == {"turns_per_episode": 1.75, "calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3),
+                     "episodes_with_call": 0.5,
                      "accuracy_with_call": 0.5, "accuracy_without_call": 0.5, "env_tokens_per_episode": 7.5}
     assert "tool_calls" not in summarize([{"problem_id": "a", "correct": True}])
 

@@ -59,11 +59,17 @@ def with_first_observation(prompt: Prompt, first: str) -> Prompt:
     return prompt + first
 
 
-def observation_ids(tok, text: str) -> list[int]:
-    """Token ids of an observation: the tokenizer's tool-message rendering when it has one (a chat
-    template, :meth:`rlvr.model.hf.HFTokenizer.tool_message_ids`), else the text's ids."""
+def observation_ids(tok, observation, stop_strings: tuple[str, ...] = ()) -> list[int]:
+    """Token ids of an observation: the tokenizer's rendering of it as a tool message when the
+    tokenizer has one (a chat template, :meth:`rlvr.model.hf.HFTokenizer.tool_message_ids`, which
+    returns None when it renders none) and the observation says its tool output (``content``), else
+    the ids of its ``text``. ``stop_strings``: the environment's, where the policy's turn stopped."""
     render = getattr(tok, "tool_message_ids", None)
-    return render(text) if callable(render) else tok.encode(text)
+    if callable(render) and observation.content is not None:
+        ids = render(observation.content, observation.tool, tuple(stop_strings))
+        if ids is not None:
+            return ids
+    return tok.encode(observation.text)
 
 
 def _stop_ids(tok, strings) -> tuple[tuple[int, ...], ...]:
@@ -124,7 +130,7 @@ def _after_turn(row: _Row, env, rb: RolloutBatch, j: int, tok, budget: int, call
         return False
     row.calls += 1
     row.failed_calls += observation.failed
-    obs_ids = observation_ids(tok, observation.text)
+    obs_ids = observation_ids(tok, observation, env.stop_strings)
     room = budget - len(row.ids)
     row.add(obs_ids[:room], True, [[0.0] * 4] * min(room, len(obs_ids)), row.versions[-1] if row.versions else 0)
     if len(obs_ids) >= room:

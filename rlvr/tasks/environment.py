@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.tasks.tool_calls import BadCall, ToolCall
@@ -46,11 +46,15 @@ DEFAULT_LIMITS = EpisodeLimits()
 class Observation:
     """What the environment answers one turn: ``text`` (appended to the episode as environment
     tokens), whether the call ``failed`` (raised, timed out, unknown tool, unreadable call) and
-    whether the environment ends the episode (``done``)."""
+    whether the environment ends the episode (``done``). ``content`` is the tool's output before the
+    call format wrapped it into ``text`` and ``tool`` the tool's name: a tokenizer with a chat
+    template renders them as a ``tool`` message of its own (None: write ``text`` as it is)."""
 
     text: str
     failed: bool = False
     done: bool = False
+    content: str | None = field(default=None, compare=False)  # a rendering hint: equal observations, equal text
+    tool: str = field(default="", compare=False)
 
 
 def truncate(text: str, max_chars: int) -> str:
@@ -111,7 +115,7 @@ class ToolEnvironment:
         try:
             call = self.calls.parse(turn)
         except BadCall as e:
-            return Observation(self.calls.result(f"error: {e}"), failed=True)
+            return Observation(self.calls.result(f"error: {e}"), failed=True, content=f"error: {e}")
         if call is None:
             return None
         return self.step(call)
@@ -127,7 +131,7 @@ class ToolEnvironment:
             text, failed = f"error: unknown tool {call.name!r}; tools: {', '.join(sorted(self.tools))}", True
         else:
             text, failed = call_tool(fn, call.arguments, self.limits.tool_timeout_s, self.limits.max_observation_chars)
-        return Observation(self.calls.result(text), failed=failed)
+        return Observation(self.calls.result(text), failed=failed, content=text, tool=call.name)
 
 
 def is_tool_task(task: Any) -> bool:

@@ -298,3 +298,9 @@ def test_the_corpus_gains_calculator_episodes_some_wrong():
             expression = completion[6 : completion.index("</calc>")]
             assert f"<out>{calculate(expression)}</out>" in completion
     assert 0.8 < calls / 400 < 1.0 and 0.4 < right / 400 < 0.6
+
+
+def test_observations_carry_the_tool_output_for_a_chat_template():
+    observation = ENV.respond("<calc>37*48+91</calc>")
+    assert (observation.content, observation.tool) == ("1867", "calc")
+    assert ENV.respond("oops</calc>").content == "error: </calc> without <calc>"

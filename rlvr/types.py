@@ -18,12 +18,14 @@ import torch
 @dataclass(frozen=True)
 class EpisodeStats:
     """One multi-turn episode: policy turns, tool calls, the calls that failed (raised, timed out,
-    unknown tool, unreadable call) and environment tokens in its completion."""
+    unknown tool, unreadable call), environment tokens in its completion, and where the environment's
+    text lies in the decoded completion ([start, end) character spans, ascending)."""
 
     turns: int
     tool_calls: int
     failed_calls: int
     env_tokens: int
+    env_spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass

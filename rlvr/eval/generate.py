@@ -2,6 +2,10 @@
 
 Rows follow the ``samples.jsonl`` schema (see :mod:`rlvr.eval.samples`), with
 ``prompt`` added so that any model can re-score them (perplexity under the base).
+A tool task's rows also hold ``env_spans``: the [start, end) character spans of the
+completion that the environment wrote (tool outputs). Scoring reads them: environment
+tokens are context for the model but enter no scored quantity (log-prob, perplexity,
+KL), as they enter no loss term.
 """
 
 from __future__ import annotations
@@ -65,38 +69,74 @@ def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict
         if rb.episodes is not None:  # a tool task's episode: its environment tokens and tool calls
             e = rb.episodes[i]
             out[-1].update(turns=e.turns, tool_calls=e.tool_calls, failed_calls=e.failed_calls,
-                           env_tokens=e.env_tokens)
+                           env_tokens=e.env_tokens, env_spans=[list(span) for span in e.env_spans])
     return out
 
 
-def encode_pairs(tok, prompts: list[str], completions: list[str]):
+def split_spans(text: str, spans) -> list[tuple[str, bool]]:
+    """``text`` cut at ``spans`` ([start, end) character offsets, ascending) -> (piece, is environment
+    text) in order; empty pieces left out."""
+    pieces, at = [], 0
+    for start, end in spans or ():
+        pieces += [(text[at:start], False), (text[start:end], True)]
+        at = end
+    pieces.append((text[at:], False))
+    return [(piece, env) for piece, env in pieces if piece]
+
+
+def encode_pairs(tok, prompts: list[str], completions: list[str], env_spans: list | None = None):
     """-> (prompt ids (B, Tp) left-padded, their mask, completion ids (B, T) right-padded with pad_id,
-    their mask), T the longest completion (at least 1)."""
+    their mask, the scored mask (B, T)), T the longest completion (at least 1).
+
+    ``env_spans[i]``: the environment's character spans of ``completions[i]`` (a tool task's rows),
+    None or [] for none. Such a completion is encoded piece by piece (as the episode was built: the
+    policy's turns and the observations separately); its environment tokens are in the mask (the
+    model reads them) and out of the scored mask (nothing is scored on them)."""
     ids_p, mask_p = tok.batch_encode_left(prompts)
-    comp = [tok.encode(c) for c in completions]
+    spans = env_spans if env_spans is not None else [None] * len(completions)
+    comp, env = [], []
+    for text, row_spans in zip(completions, spans):
+        pieces = [(tok.encode(piece), is_env) for piece, is_env in split_spans(text, row_spans)]
+        comp.append([t for ids, _ in pieces for t in ids])
+        env.append([is_env for ids, is_env in pieces for _ in ids])
     width = max(1, max(len(c) for c in comp))
     ids_c = torch.full((len(comp), width), tok.pad_id, dtype=torch.long)
     mask_c = torch.zeros((len(comp), width), dtype=torch.bool)
+    env_c = torch.zeros((len(comp), width), dtype=torch.bool)
     for i, c in enumerate(comp):
         ids_c[i, : len(c)] = torch.tensor(c, dtype=torch.long)
         mask_c[i, : len(c)] = True
-    return ids_p, mask_p, ids_c, mask_c
+        env_c[i, : len(c)] = torch.tensor(env[i], dtype=torch.bool)
+    return ids_p, mask_p, ids_c, mask_c, mask_c & ~env_c
+
+
+def row_env_spans(rows: list[dict]) -> list | None:
+    """The rows' ``env_spans`` (None when no row has any: single-turn rows)."""
+    spans = [row.get("env_spans") for row in rows]
+    return spans if any(spans) else None
+
+
+def _batch_spans(env_spans: list | None, s: int, batch_size: int) -> list | None:
+    return None if env_spans is None else env_spans[s : s + batch_size]
 
 
 @torch.no_grad()
 def mean_logp_under(model, tok, prompts: list[str], completions: list[str], batch_size: int = 256,
-                    on_batch: Callable[[int], None] | None = None) -> list[float]:
-    """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) of the completion (EOS excluded).
+                    on_batch: Callable[[int], None] | None = None, env_spans: list | None = None) -> list[float]:
+    """Per text, (1/T) sum_t log P_model(y_t | x, y_<t) over the T scored tokens of the completion
+    (EOS excluded; environment tokens, ``env_spans`` as :func:`encode_pairs`'s, excluded).
     ``on_batch(rows)`` after each batch (progress display)."""
     model.eval()
     out: list[float] = []
     for s in range(0, len(prompts), batch_size):
-        ids_p, mask_p, ids_c, mask_c = encode_pairs(tok, prompts[s : s + batch_size], completions[s : s + batch_size])
+        ids_p, mask_p, ids_c, mask_c, scored = encode_pairs(tok, prompts[s : s + batch_size],
+                                                            completions[s : s + batch_size],
+                                                            _batch_spans(env_spans, s, batch_size))
         dev = model_device(model)
         ids, mask = torch.cat([ids_p, ids_c], 1).to(dev), torch.cat([mask_p, mask_c], 1).to(dev)
         logp, _ = token_logprobs(completion_logits(model, ids, mask, ids_p.shape[1]), ids_c.to(dev))
-        n = mask_c.sum(-1).clamp(min=1)
-        out.extend(((logp.cpu() * mask_c).sum(-1) / n).tolist())
+        n = scored.sum(-1).clamp(min=1)
+        out.extend(((logp.cpu() * scored).sum(-1) / n).tolist())
         if on_batch is not None:
             on_batch(len(ids_c))
     return out
@@ -116,12 +156,12 @@ def perplexity_stats(mean_logps: list[float]) -> dict:
 
 
 def perplexity_of_rows(model, tok, rows: list[dict], on_batch: Callable[[int], None] | None = None) -> dict:
-    """Perplexity under ``model`` of each row's completion (rows need ``prompt``); ``on_batch``: as
-    :func:`mean_logp_under`'s."""
+    """Perplexity under ``model`` of each row's completion (rows need ``prompt``; a tool task's
+    ``env_spans`` are left out of it); ``on_batch``: as :func:`mean_logp_under`'s."""
     if not rows or "prompt" not in rows[0]:
         return {"count": 0, "note": "rows have no 'prompt' field; perplexity needs the prompts"}
     lp = mean_logp_under(model, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
-                         on_batch=on_batch)
+                         on_batch=on_batch, env_spans=row_env_spans(rows))
     return perplexity_stats([x for x in lp if math.isfinite(x)])
 
 
@@ -130,16 +170,20 @@ def perplexity_under(base_checkpoint: str, rows: list[dict]) -> dict:
     return perplexity_of_rows(model, tok, rows)
 
 
-def mean_kl_under(model, ref, tok, prompts: list[str], completions: list[str], batch_size: int = 128) -> list[float]:
-    """Per text, (1/T) sum_t KL(pi_model(. | x, y_<t) || pi_ref(. | x, y_<t)) over the T completion
-    tokens (EOS excluded), exact over the vocabulary: logits (B, T, V) of both models at the same
-    positions, log-softmax in float32. ``completions`` are normally the model's own samples, so the
-    mean is a Monte Carlo estimate of the per-token KL of the model to ``ref`` on those prompts."""
+def mean_kl_under(model, ref, tok, prompts: list[str], completions: list[str], batch_size: int = 128,
+                  env_spans: list | None = None) -> list[float]:
+    """Per text, (1/T) sum_t KL(pi_model(. | x, y_<t) || pi_ref(. | x, y_<t)) over the T scored
+    completion tokens (EOS and environment tokens, ``env_spans`` as :func:`encode_pairs`'s,
+    excluded), exact over the vocabulary: logits (B, T, V) of both models at the same positions,
+    log-softmax in float32. ``completions`` are normally the model's own samples, so the mean is a
+    Monte Carlo estimate of the per-token KL of the model to ``ref`` on those prompts."""
     model.eval()
     ref.eval()
     out: list[float] = []
     for s in range(0, len(prompts), batch_size):
-        ids_p, mask_p, ids_c, mask_c = encode_pairs(tok, prompts[s : s + batch_size], completions[s : s + batch_size])
+        ids_p, mask_p, ids_c, mask_c, scored = encode_pairs(tok, prompts[s : s + batch_size],
+                                                            completions[s : s + batch_size],
+                                                            _batch_spans(env_spans, s, batch_size))
         ids, mask = torch.cat([ids_p, ids_c], 1), torch.cat([mask_p, mask_c], 1)
         with torch.no_grad():
             lp = torch.log_softmax(completion_logits(model, ids.to(model_device(model)), mask.to(model_device(model)),
@@ -147,6 +191,6 @@ def mean_kl_under(model, ref, tok, prompts: list[str], completions: list[str], b
             lq = torch.log_softmax(completion_logits(ref, ids.to(model_device(ref)), mask.to(model_device(ref)),
                                                      ids_p.shape[1]).float().cpu(), -1)
             kl = (lp.exp() * (lp - lq)).sum(-1)  # (B, T)
-        n = mask_c.sum(-1).clamp(min=1)
-        out.extend(((kl * mask_c).sum(-1) / n).tolist())
+        n = scored.sum(-1).clamp(min=1)
+        out.extend(((kl * scored).sum(-1) / n).tolist())
     return out

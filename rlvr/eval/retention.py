@@ -19,6 +19,7 @@ import numpy as np
 from rlvr.config import RunConfig, SamplingConfig
 from rlvr.eval.generate import perplexity_of_rows, samples_for
 from rlvr.eval.passk import bootstrap_ci
+from rlvr.tasks.environment import written_env_spans
 from rlvr.tasks.registry import get_task
 
 GREEDY_TOKENS = 24  # a retention answer is short (``A:<word>``); longer output is wrong anyway
@@ -41,6 +42,8 @@ def retention_eval(model, tok, task, problems: Sequence, seed: int = 0) -> dict:
     correct = [int(r["correct"]) for r in rows]
     lo, hi = bootstrap_ci(correct, seed=seed) if correct else (0.0, 0.0)
     gold = [{"prompt": p.prompt, "completion": p.solutions[0] if p.solutions else p.answer} for p in problems]
+    for row, problem in zip(gold, problems):  # a tool task's gold episode: its tool outputs are not scored
+        row["env_spans"] = written_env_spans(task, problem, row["completion"])
     return {"accuracy": sum(correct) / max(1, len(correct)), "ci": [float(lo), float(hi)],
             "problems": len(correct), "correct": correct,
             "gold_perplexity": perplexity_of_rows(model, tok, gold).get("mean")}

@@ -39,6 +39,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "tool_calls": ((int,), False, "a non-negative integer"),
     "failed_calls": ((int,), False, "a non-negative integer"),
     "env_tokens": ((int,), False, "a non-negative integer"),
+    "env_spans": ((list,), False, "a list of [start, end] character spans of the completion"),
 }
 _NUMERIC = {"reward", "mean_logp", "mean_entropy"}
 _COUNTS = {"num_tokens", "turns", "tool_calls", "failed_calls", "env_tokens"}
@@ -58,7 +59,15 @@ def _field_error(row: Mapping[str, Any], key: str, where: str) -> str | None:
         return f"{where}: field '{key}' must be a finite number, got {value!r}"
     if key in _COUNTS and value < 0:
         return f"{where}: field '{key}' must be a non-negative integer, got {value}"
+    if key == "env_spans" and not all(_is_span(span) for span in value):
+        return f"{where}: field '{key}' must be {desc} (0 <= start <= end), got {value!r:.60}"
     return None
+
+
+def _is_span(span: Any) -> bool:
+    """Whether ``span`` is [start, end] with integers 0 <= start <= end."""
+    return (isinstance(span, list) and len(span) == 2 and all(type(x) is int for x in span)
+            and 0 <= span[0] <= span[1])
 
 
 def validate_row(row: Any, where: str) -> None:

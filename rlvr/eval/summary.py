@@ -124,8 +124,8 @@ def _row_stats(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def tool_call_stats(rows: Sequence[Row]) -> dict[str, Any]:
-    """A tool task's episode statistics (``{}`` when no row has ``tool_calls``): tool calls per episode,
-    the share of calls that failed, the share of episodes with a call, and the accuracy of the
+    """A tool task's episode statistics (``{}`` when no row has ``tool_calls``): policy turns and tool
+    calls per episode, the share of calls that failed, the share of episodes with a call, and the accuracy of the
     episodes with and without a call (None when there are none of them)."""
     episodes = [r for r in rows if r.get("tool_calls") is not None]
     if not episodes:
@@ -134,6 +134,7 @@ def tool_call_stats(rows: Sequence[Row]) -> dict[str, Any]:
     with_call = [is_correct(r) for r in episodes if r["tool_calls"]]
     without = [is_correct(r) for r in episodes if not r["tool_calls"]]
     return {"tool_calls": {
+        "turns_per_episode": _mean([r["turns"] for r in episodes if r.get("turns") is not None]),
         "calls_per_episode": calls / len(episodes),
         "failed_call_share": sum(r.get("failed_calls") or 0 for r in episodes) / calls if calls else None,
         "episodes_with_call": len(with_call) / len(episodes),

@@ -24,10 +24,11 @@ from rlvr.config import RunConfig
 from rlvr.errors import UserError
 from rlvr.eval import stream
 from rlvr.eval.entropy import answer_entropy_of, token_entropy
-from rlvr.eval.generate import mean_logp_under
+from rlvr.eval.generate import mean_logp_under, row_env_spans
 from rlvr.eval.samples import group_by_problem, load_samples
 from rlvr.experiments.cells import finish_cell, open_cell
 from rlvr.model.io import load_policy
+from rlvr.tasks.environment import written_env_spans
 
 
 def sample_chunks(model_dir: str | Path, cfg: RunConfig, task, problems: list, n: int, temperature: float,
@@ -69,7 +70,8 @@ def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem
         return {"logppl_base": [None] * len(problem_ids), "logppl_base_correct": [None] * len(problem_ids)}
     base, tok = load_policy(base_dir, device=cfg.train.device)
     with torch.no_grad():
-        lp = mean_logp_under(base, tok, [r["prompt"] for _, r in picked], [r["completion"] for _, r in picked])
+        lp = mean_logp_under(base, tok, [r["prompt"] for _, r in picked], [r["completion"] for _, r in picked],
+                             env_spans=row_env_spans([r for _, r in picked]))
     by: dict[str, list[tuple[float, bool]]] = {}
     for (p, r), x in zip(picked, lp):
         if math.isfinite(x):
@@ -82,13 +84,16 @@ def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem
             "logppl_base_correct": [mean([v for v, ok in by.get(p, []) if ok]) for p in problem_ids]}
 
 
-def gold_nll(model_dir: str | Path, cfg: RunConfig, problems: list) -> list[float]:
+def gold_nll(model_dir: str | Path, cfg: RunConfig, problems: list, task=None) -> list[float]:
     """Per problem, the mean per-token negative log-likelihood (nats, EOS excluded) of its first gold
-    solution (its answer where it has none) given its prompt, under the model."""
+    solution (its answer where it has none) given its prompt, under the model; a tool ``task``'s
+    tool outputs in the gold episode are context, not scored."""
     model, tok = load_policy(model_dir, device=cfg.train.device)
     golds = [p.solutions[0] if p.solutions else p.answer for p in problems]
+    spans = [written_env_spans(task, p, gold) for p, gold in zip(problems, golds)]
     with torch.no_grad():
-        return [-x for x in mean_logp_under(model, tok, [p.prompt for p in problems], golds)]
+        return [-x for x in mean_logp_under(model, tok, [p.prompt for p in problems], golds,
+                                            env_spans=spans if any(spans) else None)]
 
 
 def eval_cached(out: Path, key: str) -> bool:
@@ -117,6 +122,6 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
     if perplexity:
         stats.update(logppl_under(base_dir, cfg, rows, ids, perplexity))
     if with_gold_nll:
-        stats["gold_nll"] = gold_nll(model_dir, cfg, problems)
+        stats["gold_nll"] = gold_nll(model_dir, cfg, problems, task)
     stats.update(temperature=temperature, top_p=top_p, model=str(model_dir))
     return finish_cell(out, stats)

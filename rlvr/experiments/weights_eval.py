@@ -29,7 +29,7 @@ import torch
 
 from rlvr.analysis.update_records import compare_models, mask_strata, update_rel_norm
 from rlvr.config import RunConfig
-from rlvr.eval.generate import mean_kl_under, samples_for
+from rlvr.eval.generate import mean_kl_under, row_env_spans, samples_for
 from rlvr.experiments.cells import finish_cell, open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
@@ -50,7 +50,8 @@ def policy_kl(model_dir: str, base_dir: str, cfg: RunConfig, task, n_problems: i
     base, _ = load_policy(base_dir, device="cpu")
     with torch.no_grad():
         rows = samples_for(model, tok, task, problems, n, sampling, seed)
-    kl = mean_kl_under(model, base, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows])
+    kl = mean_kl_under(model, base, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
+                       env_spans=row_env_spans(rows))
     return [sum(kl[i * n : (i + 1) * n]) / n for i in range(len(problems))]
 
 

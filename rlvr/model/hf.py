@@ -312,6 +312,43 @@ class HFTokenizer:
             raise UserError(f"the chat template failed on a prompt ({type(e).__name__}: {first}); check the "
                             "messages and model.chat_template_kwargs") from None
 
+    def tool_message_ids(self, content: str, tool: str = "", after: tuple[str, ...] = ()) -> list[int] | None:
+        """Token ids of a tool's output ``content`` as this model's chat template writes it: whatever
+        follows an assistant turn that called ``tool`` (its end-of-turn), the ``tool`` message, and the
+        next assistant header (``add_generation_prompt=True``), as transformers documents tool use
+        (an assistant message with ``tool_calls``, then a ``role: tool`` message). None when the
+        policy's text is not chat-templated or the template cannot render a tool message: the sampler
+        then writes the call format's text. ``after``: the call format's closing strings; the
+        observation starts after the last of them the template writes for the call (the policy's
+        turn stopped there), else where the conversation without the tool message stops matching."""
+        if not self.chat:
+            return None
+        text = self._tool_message_text(content, tool, after)
+        return None if text is None else self.tok.encode(text, add_special_tokens=False)
+
+    def _tool_message_text(self, content: str, tool: str, after: tuple[str, ...]) -> str | None:
+        name = tool or "tool"
+        called = [{"role": "user", "content": "."},
+                  {"role": "assistant", "content": "", "tool_calls": [
+                      {"type": "function", "function": {"name": name, "arguments": {}}}]}]
+
+        def rendered(messages: list[dict], generation: bool) -> str:
+            return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
+                                                **self.chat_template_kwargs)
+
+        try:
+            before = rendered(called, False)
+            marked = rendered([*called, {"role": "tool", "name": name, "content": _MARK}], True)
+            whole = rendered([*called, {"role": "tool", "name": name, "content": content}], True)
+        except Exception:  # noqa: BLE001 - a template without tool messages (jinja errors of any kind)
+            return None
+        at = marked.find(_MARK)
+        if at < 0:
+            return None
+        closes = [marked.rfind(s, 0, at) + len(s) for s in after if s and marked.rfind(s, 0, at) >= 0]
+        cut = max(closes) if closes else _common_prefix(before, marked)
+        return whole[cut:] if whole[:cut] == marked[:cut] else None
+
     def prompt_ids(self, prompt: Prompt) -> list[int]:
         """Token ids the model sees for one task prompt (:meth:`render`, or BOS + raw text)."""
         text = self.render(prompt)
@@ -326,6 +363,16 @@ class HFTokenizer:
 
     def save_pretrained(self, directory: str | Path) -> None:
         self.tok.save_pretrained(str(directory))
+
+
+_MARK = "\x00rlvr-tool-output\x00"
+"""Stands for a tool's output while :meth:`HFTokenizer.tool_message_ids` finds where it goes."""
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 # ----------------------------------------------------------------------------- loading

@@ -22,10 +22,13 @@ METRIC_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("zero_var", "zero-variance group fraction", ("zero_var_frac",)),
     ("lag", "policy lag (versions)", ("lag_max", "lag_mean")),
 )
-# shown only when some run logged them (intrinsic-reward runs)
+# shown only when some run logged them (intrinsic-reward runs; tool tasks' episodes)
 OPTIONAL_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("intrinsic", "intrinsic reward vs ground truth",
      ("gt_accuracy", "reward_accuracy", "label_accuracy", "proxy_truth_corr")),
+    ("episode_turns", "tool episodes: turns and calls per episode", ("turns", "tool_calls")),
+    ("episode_success", "tool episodes: success with and without a call, failed-call share",
+     ("pass_rate_with_call", "pass_rate_without_call", "failed_call_share")),
 )
 
 

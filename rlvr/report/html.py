@@ -2,7 +2,8 @@
 
 Sections: summary table, training curves against steps and compute (smoothed, raw faint
 behind; panels with no signal hidden), base-vs-trained evaluation (pass@k with CI bands,
-support analysis), sample completions (best, worst, a few at random), the ScaleRL scaling
+support analysis), a tool task's episode statistics (only for runs that have them), sample
+completions (best, worst, a few at random), the ScaleRL scaling
 fit, and the resolved config of every run. Several runs overlay on the same axes, each run in
 one colour on every figure (legend = run name); anything a run did not log is reported as
 "not logged" instead of failing.
@@ -25,6 +26,7 @@ from rlvr.paths import atomic_write
 from rlvr.report import figures
 from rlvr.report.colours import colour_map
 from rlvr.report.curves_section import curves_section
+from rlvr.report.episodes_section import episodes_section
 from rlvr.report.html_parts import CSS, ci_text, colour_key, esc, figure, missing, sample_cards, table
 from rlvr.report.run_data import RunData, eval_block, load_runs, passk_of
 
@@ -186,6 +188,7 @@ def config_section(runs: Sequence[RunData]) -> str:
 
 
 SECTIONS = ("summary", "training", "evaluation", "samples", "scaling", "config")
+"""The sections every report has; ``episodes`` (after ``evaluation``) only where a run has tool episodes."""
 
 
 def page(title: str, subtitle: str, sections: Sequence[str], body: str) -> str:
@@ -201,11 +204,13 @@ def render(runs: Sequence[RunData], smoothing: Smoothing = DEFAULT) -> str:
     names = ", ".join(r.name for r in runs)
     when = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     colours = colour_map(r.name for r in runs)
+    episodes = episodes_section(runs)
     body = "".join([summary_section(runs), colour_key(colours),
                     curves_section({r.name: [r.rows] for r in runs}, colours, smoothing),
-                    evaluation_section(runs, colours), samples_section(runs), scaling_section(runs, colours),
-                    config_section(runs)])
-    return page(f"rlvr run report: {names}", f"runs: {names} · generated {when}", SECTIONS, body)
+                    evaluation_section(runs, colours), episodes, samples_section(runs),
+                    scaling_section(runs, colours), config_section(runs)])
+    sections = SECTIONS[:3] + ("episodes",) * bool(episodes) + SECTIONS[3:]
+    return page(f"rlvr run report: {names}", f"runs: {names} · generated {when}", sections, body)
 
 
 def write_report(run_dirs: list[Path], out_path: Path, smoothing: Smoothing = DEFAULT) -> Path:

@@ -59,11 +59,17 @@ def with_first_observation(prompt: Prompt, first: str) -> Prompt:
     return prompt + first
 
 
-def observation_ids(tok, text: str) -> list[int]:
-    """Token ids of an observation: the tokenizer's tool-message rendering when it has one (a chat
-    template, :meth:`rlvr.model.hf.HFTokenizer.tool_message_ids`), else the text's ids."""
+def observation_ids(tok, observation, stop_strings: tuple[str, ...] = ()) -> list[int]:
+    """Token ids of an observation: the tokenizer's rendering of it as a tool message when the
+    tokenizer has one (a chat template, :meth:`rlvr.model.hf.HFTokenizer.tool_message_ids`, which
+    returns None when it renders none) and the observation says its tool output (``content``), else
+    the ids of its ``text``. ``stop_strings``: the environment's, where the policy's turn stopped."""
     render = getattr(tok, "tool_message_ids", None)
-    return render(text) if callable(render) else tok.encode(text)
+    if callable(render) and observation.content is not None:
+        ids = render(observation.content, observation.tool, tuple(stop_strings))
+        if ids is not None:
+            return ids
+    return tok.encode(observation.text)
 
 
 def _stop_ids(tok, strings) -> tuple[tuple[int, ...], ...]:
@@ -124,7 +130,7 @@ def _after_turn(row: _Row, env, rb: RolloutBatch, j: int, tok, budget: int, call
         return False
     row.calls += 1
     row.failed_calls += observation.failed
-    obs_ids = observation_ids(tok, observation.text)
+    obs_ids = observation_ids(tok, observation, env.stop_strings)
     room = budget - len(row.ids)
     row.add(obs_ids[:room], True, [[0.0] * 4] * min(room, len(obs_ids)), row.versions[-1] if row.versions else 0)
     if len(obs_ids) >= room:
@@ -134,6 +140,19 @@ def _after_turn(row: _Row, env, rb: RolloutBatch, j: int, tok, budget: int, call
         row.reason = "stop"
         return False
     return True
+
+
+def env_char_spans(row: _Row, tok) -> tuple[tuple[int, int], ...]:
+    """The row's environment runs as [start, end) character spans of its decoded completion (the
+    offsets are lengths of decoded prefixes: exact for a tokenizer whose decoding is concatenative)."""
+    spans, start = [], None
+    for t, is_env in enumerate([*row.env, False]):
+        if is_env and start is None:
+            start = t
+        elif not is_env and start is not None:
+            spans.append((len(tok.decode(row.ids[:start])), len(tok.decode(row.ids[:t]))))
+            start = None
+    return tuple(spans)
 
 
 def _batch(rows: list[_Row], prompt_ids, prompt_mask, tok, self_certainty: bool,
@@ -150,7 +169,7 @@ def _batch(rows: list[_Row], prompt_ids, prompt_mask, tok, self_certainty: bool,
         if n:
             ids[i, :n], mask[i, :n], env[i, :n] = torch.tensor(r.ids), True, torch.tensor(r.env)
             floats[i, :n], versions[i, :n] = torch.tensor(r.floats), torch.tensor(r.versions)
-    episodes = [EpisodeStats(r.turns, r.calls, r.failed_calls, sum(r.env)) for r in rows]
+    episodes = [EpisodeStats(r.turns, r.calls, r.failed_calls, sum(r.env), env_char_spans(r, tok)) for r in rows]
     out = RolloutBatch(
         prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=ids, completion_mask=mask,
         loss_mask=mask & ~env, behaviour_logp=floats[..., 0], entropy=floats[..., 1], versions=versions,

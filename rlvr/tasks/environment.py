@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.tasks.tool_calls import BadCall, ToolCall
@@ -46,11 +46,15 @@ DEFAULT_LIMITS = EpisodeLimits()
 class Observation:
     """What the environment answers one turn: ``text`` (appended to the episode as environment
     tokens), whether the call ``failed`` (raised, timed out, unknown tool, unreadable call) and
-    whether the environment ends the episode (``done``)."""
+    whether the environment ends the episode (``done``). ``content`` is the tool's output before the
+    call format wrapped it into ``text`` and ``tool`` the tool's name: a tokenizer with a chat
+    template renders them as a ``tool`` message of its own (None: write ``text`` as it is)."""
 
     text: str
     failed: bool = False
     done: bool = False
+    content: str | None = field(default=None, compare=False)  # a rendering hint: equal observations, equal text
+    tool: str = field(default="", compare=False)
 
 
 def truncate(text: str, max_chars: int) -> str:
@@ -111,10 +115,14 @@ class ToolEnvironment:
         try:
             call = self.calls.parse(turn)
         except BadCall as e:
-            return Observation(self.calls.result(f"error: {e}"), failed=True)
+            return Observation(self.calls.result(f"error: {e}"), failed=True, content=f"error: {e}")
         if call is None:
             return None
         return self.step(call)
+
+    def observation_spans(self, text: str) -> list[list[int]]:
+        """[start, end) character spans of this environment's results in a written episode ``text``."""
+        return self.calls.observation_spans(text)
 
     def step(self, call: ToolCall) -> Observation:
         """Run one parsed call; an unknown tool or a failing tool is a failed observation."""
@@ -123,7 +131,7 @@ class ToolEnvironment:
             text, failed = f"error: unknown tool {call.name!r}; tools: {', '.join(sorted(self.tools))}", True
         else:
             text, failed = call_tool(fn, call.arguments, self.limits.tool_timeout_s, self.limits.max_observation_chars)
-        return Observation(self.calls.result(text), failed=failed)
+        return Observation(self.calls.result(text), failed=failed, content=text, tool=call.name)
 
 
 def is_tool_task(task: Any) -> bool:
@@ -139,3 +147,14 @@ def environments_for(task: Any, problems: list[Problem], params: Any) -> list | 
         return None
     limits = params if isinstance(params, EpisodeLimits) else params.episode
     return [task.environment(problem, limits) for problem in problems]
+
+
+def written_env_spans(task: Any, problem: Problem, text: str) -> list[list[int]]:
+    """The environment's [start, end) character spans in ``text``, an episode written out whole (a gold
+    solution of a tool task): found by the environment's ``observation_spans`` when it has one; []
+    for a single-turn task or an environment that cannot find them. Sampled episodes need none of
+    this: the sampler records their spans (``env_spans`` of a samples row)."""
+    if not is_tool_task(task):
+        return []
+    find = getattr(task.environment(problem, DEFAULT_LIMITS), "observation_spans", None)
+    return find(text) if callable(find) else []

@@ -35,6 +35,7 @@ TASKS: dict[str, Factory] = {
     "countdown": "rlvr.tasks.countdown:CountdownTask",
     "strings": "rlvr.tasks.strings:StringsTask",
     "code_synth": "rlvr.tasks.code_synth:CodeSynthTask",
+    "code_synth_tool": "rlvr.tasks.code_synth_tool:CodeSynthToolTask",
     "humaneval": "rlvr.tasks.humaneval:HumanEvalTask",
     "gsm8k": "rlvr.tasks.gsm8k:GSM8KTask",
     "math500": "rlvr.tasks.math500:Math500Task",

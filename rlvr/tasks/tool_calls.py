@@ -11,12 +11,14 @@ Two formats, each a small class with the same three members (``stop_strings``, `
 
 A turn is a tool call when it ends with one of ``stop_strings`` (the sampler stops the turn there);
 ``parse`` then reads the call out of the turn's text, or raises :class:`BadCall` with a reason
-that becomes the observation (never a crash).
+that becomes the observation (never a crash). ``observation_spans`` finds the results in a written
+episode (a gold solution), where no sampler recorded which text the environment wrote.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 
@@ -55,6 +57,10 @@ class TagCalls:
     def result(self, text: str) -> str:
         return f"<out>{text}</out>"
 
+    def observation_spans(self, text: str) -> list[list[int]]:
+        """[start, end) character spans of the results (``<out>...</out>``) in an episode's ``text``."""
+        return result_spans(text, "<out>", "</out>")
+
 
 class JsonCalls:
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` calls; results in ``<tool_response>``."""
@@ -89,6 +95,16 @@ class JsonCalls:
 
     def result(self, text: str) -> str:
         return f"<tool_response>{text}</tool_response>"
+
+    def observation_spans(self, text: str) -> list[list[int]]:
+        """[start, end) character spans of the results (``<tool_response>...``) in an episode's ``text``."""
+        return result_spans(text, "<tool_response>", "</tool_response>")
+
+
+def result_spans(text: str, open_tag: str, close_tag: str) -> list[list[int]]:
+    """[start, end) spans of ``open_tag ... close_tag`` in ``text`` (shortest matches, tags included)."""
+    pattern = re.escape(open_tag) + ".*?" + re.escape(close_tag)
+    return [[found.start(), found.end()] for found in re.finditer(pattern, text, re.DOTALL)]
 
 
 CALL_FORMATS = {"tag": TagCalls, "json": JsonCalls}

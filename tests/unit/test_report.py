@@ -233,3 +233,30 @@ def test_summary_shows_each_runs_machine(tmp_path, fast_png, fixture_html):
     summary = html[html.index('id="summary"'): html.index('id="training"')]
     assert "precision bfloat16" in summary and "precision float32" in summary
     assert machine_line(info).split(" (")[0] in summary
+
+
+def test_episode_statistics_only_for_runs_that_have_them(tmp_path, fast_png, fixture_html):
+    assert '<section id="episodes">' not in fixture_html and 'href="#episodes"' not in fixture_html
+    run = _copy_run(FIXTURE, tmp_path / "tools", keep_steps=12)
+    rows = _rows(run)
+    for i, r in enumerate(rows):  # a tool task's per-step episode metrics; step 1 had no episode without a call
+        r.update(turns=1.0 + i / 10, tool_calls=0.5 + i / 20, failed_call_share=0.5, env_tokens=6.0,
+                 pass_rate_with_call=0.2 + i / 20, pass_rate_without_call=float("nan") if i == 0 else 0.1)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ev = json.loads((run / "eval.json").read_text())
+    ev["trained"]["tool_calls"] = {"turns_per_episode": 1.75, "calls_per_episode": 0.875, "failed_call_share": 0.125,
+                                   "episodes_with_call": 0.625, "accuracy_with_call": 0.5,
+                                   "accuracy_without_call": 0.25, "env_tokens_per_episode": 7.5}
+    (run / "eval.json").write_text(json.dumps(ev))
+    html = write_report([FIXTURE, run], tmp_path / "r.html").read_text()
+    section = html[html.index('<section id="episodes">'):]
+    section = section[: section.index("</section>")]
+    cells = [re.findall(r"<td>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", section)][1:]  # [0]: head
+    assert [c[:2] for c in cells] == [["tools", "training, steps 1-5"], ["tools", "training, steps 8-12"],
+                                      ["tools", "eval.json: trained"]]  # the fixture run (no episodes): no row
+    first, last, trained = cells
+    assert float(first[2]) == pytest.approx(1.2) and float(last[3]) == pytest.approx(0.5 + 9 / 20)
+    assert float(first[7]) == pytest.approx(0.1)  # the NaN step is skipped, not averaged in
+    assert [float(x) for x in trained[2:]] == [1.75, 0.875, 0.125, 0.625, 0.5, 0.25, 7.5]
+    assert html.index('id="evaluation"') < html.index('id="episodes"') < html.index('id="samples"')
+    assert 'href="#episodes"' in html and 'id="metric-episode_turns"' in html

@@ -274,12 +274,13 @@ def test_rollout_metrics_count_the_policy_tokens_and_report_tool_calls():
 
 
 def test_eval_summary_reports_tool_call_statistics():
-    rows = [{"problem_id": "a", "correct": True, "tool_calls": 1, "failed_calls": 0, "env_tokens": 10},
-            {"problem_id": "a", "correct": False, "tool_calls": 2, "failed_calls": 1, "env_tokens": 20},
-            {"problem_id": "b", "correct": False, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0},
-            {"problem_id": "b", "correct": True, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0}]
+    rows = [{"problem_id": "a", "correct": True, "tool_calls": 1, "failed_calls": 0, "env_tokens": 10, "turns": 2},
+            {"problem_id": "a", "correct": False, "tool_calls": 2, "failed_calls": 1, "env_tokens": 20, "turns": 3},
+            {"problem_id": "b", "correct": False, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0, "turns": 1},
+            {"problem_id": "b", "correct": True, "tool_calls": 0, "failed_calls": 0, "env_tokens": 0, "turns": 1}]
     stats = summarize(rows)["tool_calls"]
-    assert stats == {"calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3), "episodes_with_call": 0.5,
+    assert stats == {"turns_per_episode": 1.75, "calls_per_episode": 0.75, "failed_call_share": pytest.approx(1 / 3),
+                     "episodes_with_call": 0.5,
                      "accuracy_with_call": 0.5, "accuracy_without_call": 0.5, "env_tokens_per_episode": 7.5}
     assert "tool_calls" not in summarize([{"problem_id": "a", "correct": True}])
 
@@ -297,3 +298,9 @@ def test_the_corpus_gains_calculator_episodes_some_wrong():
             expression = completion[6 : completion.index("</calc>")]
             assert f"<out>{calculate(expression)}</out>" in completion
     assert 0.8 < calls / 400 < 1.0 and 0.4 < right / 400 < 0.6
+
+
+def test_observations_carry_the_tool_output_for_a_chat_template():
+    observation = ENV.respond("<calc>37*48+91</calc>")
+    assert (observation.content, observation.tool) == ("1867", "calc")
+    assert ENV.respond("oops</calc>").content == "error: </calc> without <calc>"

@@ -27,6 +27,7 @@ formed), so n in the thousands is safe. Cost: O(x_max * classes * k^2) per probl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -49,6 +50,16 @@ def _pmf(m: int, upto: int, log_p: float, log_q: float, log_fact: np.ndarray) ->
     a = np.arange(min(m, upto) + 1)
     out[: a.size] = np.exp(_log_binom_pmf(a, m, log_p, log_q, log_fact))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _gauss_legendre_01(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(count,) Gauss-Legendre nodes and weights on [0, 1] (read-only: computed once per count, the
+    eigenvalue problem behind them being a third of maj@k's time when made per vote count)."""
+    nodes, weights = np.polynomial.legendre.leggauss(count)
+    s, w = (nodes + 1) / 2, weights / 2
+    s.flags.writeable = w.flags.writeable = False
+    return s, w
 
 
 def _at_roots(coef: np.ndarray, size: int) -> np.ndarray:
@@ -102,8 +113,7 @@ def _maj_one_k(sizes: list[int], correct: list[bool], unparsable: int, k: int, n
                 continue  # some class almost surely passes x: c cannot win
             free = unparsable + sum(m * q for m, q in counts.items() if m < x)  # never reach x: one free pool
             r_max = min(sum(bounded.values()), rest // x)
-            nodes, weights = np.polynomial.legendre.leggauss(r_max // 2 + 1)
-            s, w = (nodes + 1) / 2, weights / 2  # Gauss-Legendre on [0, 1]: exact to degree 2*len-1
+            s, w = _gauss_legendre_01(r_max // 2 + 1)  # exact to degree 2*len-1
             # [t^rest] of free(t) * prod_m (P_m(t) + s T_m(t))^q_m, evaluated at N roots of unity: the
             # product has degree <= n, so N > max(rest, n - rest) aliases no other degree onto rest
             size = max(rest, n - rest) + 1

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.log import ReadProgress
 from rlvr.paths import atomic_write
 
 # field -> (allowed python types, may be null, human description)
@@ -39,38 +40,44 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
 _NUMERIC = {"reward", "mean_logp", "mean_entropy"}
 
 
-def _field_error(row: Mapping[str, Any], key: str, where: str) -> str | None:
+def _field_error(row: Mapping[str, Any], key: str) -> str | None:
     """The problem with ``row[key]`` as a sentence, or None when it is fine."""
     types, nullable, desc = _FIELDS[key]
     value = row[key]
     if value is None:
-        return None if nullable else f"{where}: field '{key}' is null; it must be {desc}"
+        return None if nullable else f"field '{key}' is null; it must be {desc}"
     # bool is a subclass of int: only 'correct' may be a bool
     wrong = isinstance(value, bool) and bool not in types
     if wrong or not isinstance(value, types):
-        return f"{where}: field '{key}' must be {desc}, got {type(value).__name__} {value!r:.40}"
+        return f"field '{key}' must be {desc}, got {type(value).__name__} {value!r:.40}"
     if key in _NUMERIC and not math.isfinite(value):
-        return f"{where}: field '{key}' must be a finite number, got {value!r}"
+        return f"field '{key}' must be a finite number, got {value!r}"
     if key == "num_tokens" and value < 0:
-        return f"{where}: field 'num_tokens' must be a non-negative integer, got {value}"
+        return f"field 'num_tokens' must be a non-negative integer, got {value}"
+    return None
+
+
+def row_problem(row: Any) -> str | None:
+    """What is wrong with a samples row, as a sentence ending in the fix; None when it is valid."""
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got {type(row).__name__}; write one object per line"
+    if "problem_id" not in row:
+        return "missing field 'problem_id'; every sample needs the id of its problem"
+    if row.get("correct") is None and row.get("reward") is None:
+        return "missing field 'correct' (or 'reward'); say whether the sample is correct"
+    for key in _FIELDS:
+        if key in row:
+            problem = _field_error(row, key)
+            if problem:
+                return f"{problem}; fix that line"
     return None
 
 
 def validate_row(row: Any, where: str) -> None:
     """Raise UserError naming ``where`` (e.g. 'samples.jsonl line 3') and the bad field."""
-    if not isinstance(row, dict):
-        raise UserError(
-            f"{where}: expected a JSON object, got {type(row).__name__}; write one object per line"
-        )
-    if "problem_id" not in row:
-        raise UserError(f"{where}: missing field 'problem_id'; every sample needs the id of its problem")
-    if row.get("correct") is None and row.get("reward") is None:
-        raise UserError(f"{where}: missing field 'correct' (or 'reward'); say whether the sample is correct")
-    for key in _FIELDS:
-        if key in row:
-            problem = _field_error(row, key, where)
-            if problem:
-                raise UserError(f"{problem}; fix that line")
+    problem = row_problem(row)
+    if problem:
+        raise UserError(f"{where}: {problem}")
 
 
 def is_correct(row: Mapping[str, Any]) -> bool:
@@ -80,28 +87,40 @@ def is_correct(row: Mapping[str, Any]) -> bool:
     return float(row["reward"]) > 0
 
 
-def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read and validate a samples JSONL file; blank lines are skipped."""
+def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[dict[str, Any]]:
+    """The validated rows of a samples JSONL file, one at a time (blank lines skipped; memory: one
+    line); progress on stderr unless ``quiet`` (:class:`rlvr.log.ReadProgress`). An empty file is an error."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"samples file {p} does not exist; pass the path of a samples.jsonl")
-    rows: list[dict[str, Any]] = []
-    with p.open(encoding="utf-8") as f:
+    progress = ReadProgress(p.name, p.stat().st_size, quiet)
+    read, rows = 0, 0
+    with p.open("rb") as f:  # bytes: json.loads decodes them, and their length is the progress
         for lineno, line in enumerate(f, start=1):
+            read += len(line)
+            if not lineno & 4095:
+                progress.done(read)
             if not line.strip():
                 continue
-            where = f"{p} line {lineno}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise UserError(
-                    f"{where}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
+                    f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
                 ) from None
-            validate_row(row, where)
-            rows.append(row)
+            problem = row_problem(row)
+            if problem:
+                raise UserError(f"{p} line {lineno}: {problem}")
+            rows += 1
+            yield row
+    progress.close()
     if not rows:
         raise UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
-    return rows
+
+
+def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read and validate a samples JSONL file (:func:`iter_samples`) into a list of rows."""
+    return list(iter_samples(path))
 
 
 def write_samples(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> Path:

@@ -16,10 +16,11 @@ import pytest
 from rlvr.cli import main
 from rlvr.errors import UserError
 from rlvr.eval.chat_text import completion_text
-from rlvr.eval.importers import load_any, load_steps, parse_columns, read_table
+from rlvr.eval.importers import load_any, load_steps, parse_columns
 from rlvr.eval.samples import load_samples
 from rlvr.eval.steps import summarize_steps
 from rlvr.eval.summary import compare, summarize
+from rlvr.eval.tables import read_table
 from rlvr.tasks.registry import get_task
 
 FIX = Path(__file__).parent.parent / "fixtures" / "importers"

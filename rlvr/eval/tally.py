@@ -1,0 +1,194 @@
+"""Per-problem tallies of samples rows: what every ``eval.json`` statistic needs, not the rows.
+
+A file of any size is read once, row by row, into one :class:`ProblemTally` per problem (problems
+in order of first appearance), from which :mod:`rlvr.eval.summary` computes pass@k, support,
+crossover, maj@k, answer entropy, parsable, token entropy and the rest exactly as from the rows.
+What a problem keeps (see :class:`ProblemTally`): counts, exact sums, its distinct answers with a
+count and whether any of their samples is correct, and an 8-byte hash per distinct correct trace;
+so memory grows with problems and distinct answers, not with samples or completion lengths.
+The one statistic read through a hash is ``distinct_correct_traces``: two different traces of one
+problem count as one only if their 64-bit string hashes collide (about 1e-13 for 2048 traces).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+WHITESPACE_TO_SPACE = str.maketrans({c: " " for c in range(0x110000) if chr(c).isspace()})
+"""Every character ``str.split()`` splits on (``str.isspace``) -> a space."""
+
+
+def normalised(text: str) -> str:
+    """``" ".join(text.split())`` (:func:`rlvr.eval.samples.normalise_whitespace`) without making a
+    string per word: whitespace to spaces, runs of spaces halved until single, ends stripped."""
+    text = text.translate(WHITESPACE_TO_SPACE)
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text.strip(" ")
+
+
+class ExactSum:
+    """The exact sum of floats, kept as a short list of floats with that exact sum; ``value()`` is
+    ``math.fsum`` of it (correctly rounded, so it equals ``math.fsum`` of all the values added, in any
+    order). Every :data:`COMPRESS_AT` values the list is replaced by :func:`exact_parts` of it."""
+
+    __slots__ = ("parts",)
+    COMPRESS_AT = 1024
+
+    def __init__(self) -> None:
+        self.parts: list[float] = []
+
+    def add(self, x: float) -> None:
+        self.parts.append(x)
+        if len(self.parts) > self.COMPRESS_AT:
+            self.parts = exact_parts(self.parts)
+
+    def merge(self, other: ExactSum) -> None:
+        self.parts = exact_parts(self.parts + other.parts)
+
+    def value(self) -> float:
+        return math.fsum(self.parts)
+
+
+def exact_parts(values: list[float]) -> list[float]:
+    """A few floats whose exact sum is that of ``values``: each the correctly rounded remainder of the
+    exact sum after the ones before (``math.fsum``), until the remainder is 0 (each remainder is at
+    most half an ulp of the one before, so this ends within ~40 steps; usually 1 or 2)."""
+    parts: list[float] = []
+    while True:
+        rest = math.fsum(values + [-p for p in parts])
+        if rest == 0.0:
+            return parts
+        parts.append(rest)
+
+
+class ProblemTally:
+    """One problem's samples, tallied.
+
+    - ``n``, ``correct``: samples and correct samples; ``first_correct``: the file-order index among
+      the problem's samples of its first correct one (None: none), which is all support needs.
+    - ``answers``: stripped answer (None: no answer) -> [samples, any of them correct], in order of
+      first appearance; ``has_answer`` / ``has_completion``: some row carries the field.
+    - ``correct_traces``: hashes of the whitespace-normalised completions of the correct samples.
+    - exact sums: reward (``reward_sum``, ``rewards``), ``num_tokens`` (``length_sum``, ``lengths``),
+      mean_entropy x num_tokens over rows with both (``entropy_sum``, ``entropy_tokens``), and
+      ``finish_reasons`` counts.
+    """
+
+    __slots__ = ("n", "correct", "first_correct", "answers", "has_answer", "has_completion", "correct_traces",
+                 "reward_sum", "rewards", "length_sum", "lengths", "entropy_sum", "entropy_tokens", "finish_reasons")
+
+    def __init__(self) -> None:
+        self.n = self.correct = self.rewards = self.length_sum = self.lengths = self.entropy_tokens = 0
+        self.first_correct: int | None = None
+        self.answers: dict[str | None, list] = {}
+        self.has_answer = self.has_completion = False
+        self.correct_traces: set[int] = set()
+        self.reward_sum, self.entropy_sum = ExactSum(), ExactSum()
+        self.finish_reasons: Counter[str] = Counter()
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Tally one validated samples row (:func:`rlvr.eval.samples.validate_row`); correct as
+        :func:`rlvr.eval.samples.is_correct` says (written out: this runs once per sample)."""
+        get = row.get
+        flag = get("correct")
+        ok = bool(flag) if flag is not None else float(row["reward"]) > 0
+        if ok:
+            if self.first_correct is None:
+                self.first_correct = self.n
+            self.correct += 1
+        self.n += 1
+        answer = get("answer")
+        if answer is not None:
+            answer = answer.strip()
+            self.has_answer = True
+        elif "answer" in row:
+            self.has_answer = True
+        entry = self.answers.get(answer)
+        if entry is None:
+            self.answers[answer] = [1, ok]
+        else:
+            entry[0] += 1
+            entry[1] = entry[1] or ok
+        completion = get("completion")
+        if completion is not None:
+            self.has_completion = True
+            if ok:
+                self.correct_traces.add(hash(normalised(completion)))
+        reward = get("reward")
+        if reward is not None:
+            self.reward_sum.add(float(reward))
+            self.rewards += 1
+        tokens = get("num_tokens")
+        if tokens is not None:
+            self.length_sum += tokens
+            self.lengths += 1
+            entropy = get("mean_entropy")
+            if entropy is not None:
+                self.entropy_sum.add(entropy * tokens)
+                self.entropy_tokens += tokens
+        reason = get("finish_reason")
+        if reason is not None:
+            self.finish_reasons[reason] += 1
+
+    def merge(self, other: ProblemTally) -> None:
+        """Add ``other``'s samples as if they followed this problem's in the file."""
+        if self.first_correct is None and other.first_correct is not None:
+            self.first_correct = self.n + other.first_correct
+        self.n += other.n
+        self.correct += other.correct
+        for key, (count, ok) in other.answers.items():
+            entry = self.answers.setdefault(key, [0, False])
+            entry[0] += count
+            entry[1] = entry[1] or ok
+        self.has_answer = self.has_answer or other.has_answer
+        self.has_completion = self.has_completion or other.has_completion
+        self.correct_traces |= other.correct_traces
+        self.reward_sum.merge(other.reward_sum)
+        self.entropy_sum.merge(other.entropy_sum)
+        self.rewards += other.rewards
+        self.length_sum += other.length_sum
+        self.lengths += other.lengths
+        self.entropy_tokens += other.entropy_tokens
+        self.finish_reasons.update(other.finish_reasons)
+
+    def answer_list(self) -> list[str | None]:
+        """The problem's answers as a group in which each distinct answer appears in its order of first
+        appearance (repeated as often as it was given, unparsable ones last): every vote statistic
+        reads the same from it as from the file's order."""
+        group: list[str | None] = [key for key, (count, _) in self.answers.items() if key is not None
+                                   for _ in range(count)]
+        return group + [None] * self.answers.get(None, [0])[0]
+
+
+Tallies = dict[str, ProblemTally]
+"""problem_id -> its tally, problems in order of first appearance."""
+
+
+def tally_rows(rows: Iterable[Mapping[str, Any]], into: Tallies | None = None) -> Tallies:
+    """Tally validated samples rows (added to ``into`` when given) -> problem_id -> ProblemTally."""
+    tallies: Tallies = {} if into is None else into
+    for row in rows:
+        tally = tallies.get(row["problem_id"])
+        if tally is None:
+            tally = tallies[row["problem_id"]] = ProblemTally()
+        tally.add(row)
+    return tallies
+
+
+def merge_tallies(parts: Iterable[Tallies]) -> Tallies:
+    """The tallies of ``parts``' samples read one after the other (a problem in several holds all its
+    samples, in that order); the parts are not changed."""
+    pooled: Tallies = {}
+    for part in parts:
+        for problem, tally in part.items():
+            pooled.setdefault(problem, ProblemTally()).merge(tally)
+    return pooled
+
+
+def restrict(tallies: Tallies, keep: set[str]) -> Tallies:
+    """The tallies of the problems in ``keep``, in the same order."""
+    return {problem: tally for problem, tally in tallies.items() if problem in keep}

@@ -67,15 +67,20 @@ def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float,
     return out / "base.safetensors", out / "tuned.safetensors"
 
 
-def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int | None) -> tuple[float, ...]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess."""
+def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int | None,
+                  rlvr_root: str | None = None) -> tuple[float, ...]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess
+    (the rlvr of ``rlvr_root`` when given: another checkout, e.g. the code before a change)."""
     cmd = [sys.executable, "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
            "--json", str(out_json)] + ([] if threads is None else ["--threads", str(threads)])
+    env = dict(os.environ, PYTHONPATH=rlvr_root) if rlvr_root else None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     seconds = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # ru_maxrss: the largest child so far
+    cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+    return seconds, cpu, usage.ru_maxrss / 1024
 
 
 def time_baseline(base: Path, tuned: Path, dtype: torch.dtype) -> tuple[float, float]:
@@ -101,6 +106,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline-dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--threads", type=int, help="torch threads for both the analysis and the baseline")
+    parser.add_argument("--pair-dir", help="keep the pair in this folder (written when absent, reused when present) "
+                        "and the result JSON there as weights.json: runs of two checkouts compare on one pair")
+    parser.add_argument("--rlvr-root", help="run the rlvr of this checkout (default: the one importable here)")
     return parser.parse_args()
 
 
@@ -111,11 +119,15 @@ def main() -> int:
     shapes = llama_shapes(args.layers, args.hidden, args.intermediate, args.vocab)
     row: dict = {"benchmark": "weights_speed", "params": sum(torch.Size(s).numel() for s in shapes.values())}
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        base, tuned = make_pair(Path(tmp), shapes, args.density)
-        print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
-        wall, cpu, rss = time_analysis(base, tuned, args.k, Path(tmp) / "weights.json", args.threads)
-        sparsity = json.loads((Path(tmp) / "weights.json").read_text())["pairs"][0]["sparsity"]
+        folder = Path(args.pair_dir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        base, tuned = folder / "base.safetensors", folder / "tuned.safetensors"
+        if not (base.is_file() and tuned.is_file()):
+            start = time.perf_counter()
+            base, tuned = make_pair(folder, shapes, args.density)
+            print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
+        wall, cpu, rss = time_analysis(base, tuned, args.k, folder / "weights.json", args.threads, args.rlvr_root)
+        sparsity = json.loads((folder / "weights.json").read_text())["pairs"][0]["sparsity"]
         print(f"rlvr weights: {wall:.1f}s wall, {cpu:.1f}s CPU, peak RSS {rss:.0f} MiB, "
               f"sparsity {sparsity:.4f} (expected ~{1 - args.density:.4f}), "
               f"torch threads {args.threads or torch.get_num_threads()}, "

@@ -9,7 +9,9 @@ and finish_reason. Then, in this one run, each in its own subprocess (wall time 
 peak RSS from ``os.wait4``):
 
 1. the bare loop: ``for line in open(path): json.loads(line)``, nothing kept;
-2. ``python -m rlvr.cli eval --samples PATH --json OUT --quiet`` (of ``--rlvr-root`` when given).
+2. ``python -m rlvr.cli eval --samples PATH --json OUT --quiet`` (of ``--rlvr-root`` when given);
+3. the same with ``--ks 1``: the read and the tallies with the least statistics after them (maj@k at
+   every default k up to n = 1024 costs far more than reading: this run tells the two apart).
 
 Targets (issue 49): rlvr's peak RSS under 500 MB and its wall time at most 2x the bare loop's.
 Prints one line per step and, last, one JSON line with the numbers, the CPU and the load average.
@@ -97,19 +99,24 @@ def main() -> int:
         print(f"wrote {path} in {time.perf_counter() - start:.0f}s", flush=True)
     size_gb = path.stat().st_size / 1e9
     print(f"{path}: {size_gb:.2f} GB", flush=True)
-    env = dict(os.environ, PYTHONPATH=args.rlvr_root) if args.rlvr_root else None
+    # -P: the working directory is not put first on the path, so PYTHONPATH decides which rlvr runs
+    env = dict(os.environ, PYTHONPATH=args.rlvr_root or str(Path(__file__).resolve().parents[2]))
     bare_s, bare_mb = timed([sys.executable, "-c", BARE_LOOP, str(path)])
     print(f"bare json.loads loop: {bare_s:.1f}s wall, peak RSS {bare_mb:.0f} MiB", flush=True)
     out = path.with_name(path.stem + "_eval.json")
-    eval_s, eval_mb = timed([sys.executable, "-m", "rlvr.cli", "eval", "--samples", str(path), "--json", str(out),
-                             "--quiet"], env)
+    command = [sys.executable, "-P", "-m", "rlvr.cli", "eval", "--samples", str(path), "--json", str(out), "--quiet"]
+    eval_s, eval_mb = timed(command, env)
     result = json.loads(out.read_text())
     print(f"rlvr eval --samples: {eval_s:.1f}s wall ({eval_s / bare_s:.2f}x the bare loop), peak RSS "
           f"{eval_mb:.0f} MiB; {result['samples']} samples, {result['problems']} problems, "
           f"pass@1 {result['pass_at_k']['1']:.4f}", flush=True)
+    read_s, read_mb = timed(command + ["--ks", "1"], env)
+    print(f"rlvr eval --samples --ks 1: {read_s:.1f}s wall ({read_s / bare_s:.2f}x the bare loop), peak RSS "
+          f"{read_mb:.0f} MiB", flush=True)
     row = {"benchmark": "large_samples", "file_gb": round(size_gb, 2), "samples": result["samples"],
            "bare_s": round(bare_s, 2), "bare_rss_mib": round(bare_mb), "eval_s": round(eval_s, 2),
-           "eval_rss_mib": round(eval_mb), "ratio": round(eval_s / bare_s, 2),
+           "eval_rss_mib": round(eval_mb), "ratio": round(eval_s / bare_s, 2), "ks1_s": round(read_s, 2),
+           "ks1_rss_mib": round(read_mb), "ks1_ratio": round(read_s / bare_s, 2),
            "under_targets": eval_mb < 500 and eval_s <= 2 * bare_s, "cpu": cpu_line(),
            "load_avg": [round(x, 2) for x in os.getloadavg()], "nice": os.nice(0)}
     print(json.dumps(row))

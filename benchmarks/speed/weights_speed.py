@@ -71,9 +71,10 @@ def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int 
                   rlvr_root: str | None = None) -> tuple[float, ...]:
     """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess
     (the rlvr of ``rlvr_root`` when given: another checkout, e.g. the code before a change)."""
-    cmd = [sys.executable, "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
+    # -P: the working directory is not put first on the path, so PYTHONPATH decides which rlvr runs
+    cmd = [sys.executable, "-P", "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
            "--json", str(out_json)] + ([] if threads is None else ["--threads", str(threads)])
-    env = dict(os.environ, PYTHONPATH=rlvr_root) if rlvr_root else None
+    env = dict(os.environ, PYTHONPATH=rlvr_root or str(Path(__file__).resolve().parents[2]))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
@@ -117,7 +118,8 @@ def main() -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     shapes = llama_shapes(args.layers, args.hidden, args.intermediate, args.vocab)
-    row: dict = {"benchmark": "weights_speed", "params": sum(torch.Size(s).numel() for s in shapes.values())}
+    row: dict = {"benchmark": "weights_speed", "params": sum(torch.Size(s).numel() for s in shapes.values()),
+                 "rlvr_root": args.rlvr_root or str(Path(__file__).resolve().parents[2])}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.pair_dir or tmp)
         folder.mkdir(parents=True, exist_ok=True)

@@ -5,10 +5,12 @@ plus the singular vectors (m + n) x k, never by a whole matrix in float32 or flo
 Each measure is the one of :mod:`rlvr.analysis.updates` on the whole matrix: the update mask, the
 changed count and the principal / low-magnitude mask overlaps bit for bit (the rank-k reconstruction
 of a block of rows is the same rows of the whole one; the masks' thresholds come from an exact radix
-select, :class:`rlvr.analysis.row_blocks.TopMask`); the spectra bit for bit too (the Gram matrix in
-the same row chunks); the norms and the energy share summed over blocks in float64 (to float64
-rounding of a whole-matrix sum; the energy share's U0^T dW was a float32 product before, so it moves
-within float32 rounding, about 1e-7 relative).
+select, :class:`rlvr.analysis.row_blocks.TopCount`); the spectra bit for bit too (the Gram matrix in
+the same row chunks); the norms summed over blocks in float64 (to float64 rounding of a whole-matrix
+sum) and U0^T dW as a float32 product per block summed in float64 (the whole-matrix product summed all
+rows in float32: the energy share moves within float32 rounding, about 1e-7 relative). Passes over the
+rows: one for the mask count, norms, U0^T dW V0 and the masks' first histograms, one for the overlaps
+(and, rarely, one more per mask while its threshold's bin holds over 16M entries).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterator
 
 import torch
 
-from rlvr.analysis.row_blocks import Rows, TopMask, as_rows, block_rows, blocks
+from rlvr.analysis.row_blocks import Rows, TopCount, as_rows, block_rows, blocks
 from rlvr.analysis.updates import (
     Precision,
     Spectrum,
@@ -68,20 +70,24 @@ def compare_matrix(
 
     changed, w0_sq, dw_sq = 0, 0.0, 0.0
     proj = torch.zeros(k, k, dtype=torch.float64)  # U0^T dW V0
-    for (start, stop), (b0, b1) in zip(blocks(m, step), pairs()):
+    top = TopCount(m * n, largest=True)  # the count is known after this pass, the histograms made in it
+    low = TopCount(m * n, largest=False)
+    for (start, stop), (b0, b1), score in zip(blocks(m, step), pairs(), principal()):
         changed += int(torch.count_nonzero(update_mask(b0, b1, precision)))
         f0 = as_float(b0)
-        dw = (as_float(b1) - f0).double()  # exact for nearby float32 values (Sterbenz)
+        dw = as_float(b1) - f0  # exact for nearby float32 values (Sterbenz)
         w0_sq += float(f0.double().square().sum())
-        dw_sq += float(dw.square().sum())
-        proj += (u0[start:stop].T @ dw) @ v0
-    top = TopMask(principal, m * n, changed, largest=True)
-    low = TopMask(magnitude, m * n, changed, largest=False)
-    principal_hits = low_magnitude_hits = 0
+        dw_sq += float(dw.double().square().sum())
+        proj += (u0[start:stop].T.to(dw.dtype) @ dw).double() @ v0  # as principal_energy_share, per block
+        top.observe(score)
+        low.observe(f0.abs())
+    top.settle(changed, principal)
+    low.settle(changed, magnitude)
     for (b0, b1), score in zip(pairs(), principal()):
         mask = update_mask(b0, b1, precision)
-        principal_hits += int(torch.count_nonzero(mask & top.mark(score)))
-        low_magnitude_hits += int(torch.count_nonzero(mask & low.mark(as_float(b0).abs())))
+        top.collect(score, mask)
+        low.collect(as_float(b0).abs(), mask)
+    principal_hits, low_magnitude_hits = top.hits(), low.hits()
     left, right = principal_angles(spec0.u, spec1.u), principal_angles(spec0.v, spec1.v)
     both = torch.cat([left, right])
     norm0, norm_dw = math.sqrt(w0_sq), math.sqrt(dw_sq)

@@ -2,11 +2,11 @@
 over it, so that memory is bounded by a block of rows, never by a whole matrix in float32 or float64.
 
 :class:`TensorRows` wraps a tensor in memory; :class:`rlvr.analysis.safetensors_file.TensorFileRows`
-reads the rows from disk. :func:`rank_value` finds the value of a given rank among all m*n entries
-of a score computed block by block (a radix select on the float bits: two passes for float32, four
-for float64), and :class:`TopMask` marks the ``count`` largest (or smallest) entries block by block
-exactly as :func:`rlvr.analysis.updates.top_mask` marks them in the whole matrix: ties at the
-threshold taken in row-major index order.
+reads the rows from disk. :class:`TopCount` counts a mask's entries among the ``count`` largest (or
+smallest) of all m*n entries of a score computed block by block, exactly as
+:func:`rlvr.analysis.updates.top_mask` selects them in the whole matrix (ties at the threshold taken
+in row-major index order): a radix select on the float bits, its first histogram taken while the
+blocks are read for other measures, then one more pass.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ Scores = Callable[[], Iterator[torch.Tensor]]
 """A fresh iterator over the blocks of a non-negative float32 or float64 score, in row order."""
 
 _DIGIT = 16
+CANDIDATE_BUDGET = 1 << 24  # entries of the threshold's bin kept (value and flag) for the last step
 
 
 def _bits(block: torch.Tensor) -> torch.Tensor:
@@ -75,55 +76,84 @@ def _bits(block: torch.Tensor) -> torch.Tensor:
     return block.view(torch.int32 if block.dtype == torch.float32 else torch.int64)
 
 
-def rank_value(scores: Scores, rank: int) -> tuple[float, int, int]:
-    """(value, entries below it, entries equal to it) for the value at ascending position ``rank``
-    (0-based) of all entries of ``scores``, which must be non-negative and not NaN: the value is what
-    ``np.partition(flat, rank)[rank]`` gives on the whole matrix. A radix select over the float bits,
-    16 at a time from the top: one pass over the blocks per digit."""
-    first = next(scores(), None)
-    if first is None:
-        raise ValueError("rank_value needs at least one block")
-    width = 32 if first.dtype == torch.float32 else 64
-    prefix, left = 0, rank  # bits fixed so far (above shift), rank among the entries with that prefix
-    for shift in range(width - _DIGIT, -1, -_DIGIT):
-        counts = torch.zeros(1 << _DIGIT, dtype=torch.int64)
-        for block in scores():
-            bits = _bits(block)
-            if shift + _DIGIT < width:
-                bits = bits[(bits >> (shift + _DIGIT)) == prefix]
-            counts += torch.bincount(((bits >> shift) & ((1 << _DIGIT) - 1)).to(torch.int64),
-                                     minlength=1 << _DIGIT)
-        cumulative = torch.cumsum(counts, 0)
-        digit = int(torch.searchsorted(cumulative, torch.tensor(left), right=True))
-        left -= int(cumulative[digit - 1]) if digit else 0
-        prefix = (prefix << _DIGIT) | digit
-    dtype = torch.float32 if width == 32 else torch.float64
-    value = float(torch.tensor([prefix], dtype=torch.int32 if width == 32 else torch.int64).view(dtype))
-    return value, rank - left, int(counts[digit])
+class TopCount:
+    """How many flagged entries are among the ``count`` largest (``largest``) or smallest entries of a
+    score of ``total`` entries seen block by block in row order: ``|flags & top_mask(score, count)|``
+    for :func:`rlvr.analysis.updates.top_mask` on the whole matrix (ties at the threshold in index order),
+    without the whole score or mask.
 
+    Use: ``observe(block)`` on every block (a histogram of the top 16 bits), ``settle(count, scores)``
+    (picks the threshold's bin, refining it 16 bits at a time with passes over ``scores`` while it holds more
+    than :data:`CANDIDATE_BUDGET` entries), ``collect(block, flags)`` on every block again, ``hits()``.
+    In the bin, values and flags are kept in index order and the last ones are ranked by a stable sort;
+    a bin of one value (all bits fixed) keeps nothing: its first ties in index order are counted."""
 
-class TopMask:
-    """The mask of the ``count`` largest (``largest``) or smallest entries of a score of ``total``
-    entries, made block by block in row order with ``mark(block)``: the same entries as
-    :func:`rlvr.analysis.updates.top_mask` on the whole matrix (ties at the threshold in index order)."""
+    def __init__(self, total: int, largest: bool = True):
+        self.total, self.largest = total, largest
+        self.count, self.everything, self.nothing = 0, False, False
+        self.prefix, self.shift, self.width, self.take = 0, 0, None, 0
+        self.counts = torch.zeros(1 << _DIGIT, dtype=torch.int64)
+        self.found = 0  # flagged entries certainly among the selected
+        self.values: list[torch.Tensor] = []
+        self.flags: list[torch.Tensor] = []
 
-    def __init__(self, scores: Scores, total: int, count: int, largest: bool = True):
-        self.largest, self.everything = largest, count >= total and total > 0
-        self.nothing = count <= 0 or (count >= total and not self.everything)
-        if self.nothing or self.everything:
+    def observe(self, block: torch.Tensor) -> None:
+        if self.width is None:
+            self.width = 32 if block.dtype == torch.float32 else 64
+        bits = _bits(block)
+        self.counts += torch.bincount((bits >> (self.width - _DIGIT)).to(torch.int64), minlength=1 << _DIGIT)
+
+    def settle(self, count: int, scores: Scores) -> None:
+        """Fix ``count`` (known once every block was observed) and find the threshold's bin."""
+        self.count, self.everything, self.nothing = count, count >= self.total, count <= 0
+        if self.everything or self.nothing or self.width is None:
             return
-        self.threshold, below, equal = rank_value(scores, total - count if largest else count - 1)
-        beyond = total - below - equal if largest else below  # strictly beyond the threshold
-        self.ties_left = count - beyond  # the ties to mark, the first ones in index order
+        # the selected entries: rank >= total - count ascending (largest), or rank < count (smallest)
+        want = self.total - self.count if self.largest else self.count - 1  # rank of the threshold
+        shift, counts, left, prefix = self.width - _DIGIT, self.counts, want, 0
+        while True:
+            cumulative = torch.cumsum(counts, 0)
+            digit = int(torch.searchsorted(cumulative, torch.tensor(left), right=True))
+            left -= int(cumulative[digit - 1]) if digit else 0
+            prefix = (prefix << _DIGIT) | digit
+            in_bin = int(counts[digit])
+            if shift == 0 or in_bin <= CANDIDATE_BUDGET:
+                break
+            shift -= _DIGIT
+            counts = torch.zeros(1 << _DIGIT, dtype=torch.int64)
+            for block in scores():
+                bits = _bits(block)
+                bits = bits[(bits >> (shift + _DIGIT)) == prefix]
+                counts += torch.bincount(((bits >> shift) & ((1 << _DIGIT) - 1)).to(torch.int64),
+                                         minlength=1 << _DIGIT)
+        self.prefix, self.shift = prefix, shift
+        below_bin = want - left  # entries before the bin (ascending)
+        beyond_bin = self.total - below_bin - in_bin if self.largest else below_bin
+        self.take = self.count - beyond_bin  # selected entries inside the bin
 
-    def mark(self, block: torch.Tensor) -> torch.Tensor:
-        """The mask of the next block of the score (blocks must come in row order, each once)."""
-        if self.nothing or self.everything:
-            return torch.full(block.shape, self.everything, dtype=torch.bool)
-        mask = block > self.threshold if self.largest else block < self.threshold
-        if self.ties_left > 0:
-            flat = mask.view(-1)
-            ties = torch.nonzero(block.reshape(-1) == self.threshold).squeeze(1)[: self.ties_left]
-            flat[ties] = True
-            self.ties_left -= int(ties.numel())
-        return mask
+    def collect(self, block: torch.Tensor, flags: torch.Tensor) -> None:
+        flags = flags.reshape(-1)
+        if self.nothing:
+            return
+        if self.everything:
+            self.found += int(torch.count_nonzero(flags))
+            return
+        top = _bits(block) >> self.shift
+        beyond = top > self.prefix if self.largest else top < self.prefix
+        self.found += int(torch.count_nonzero(flags & beyond))
+        inside = top == self.prefix
+        if self.shift == 0:  # one value: its first `take` entries in index order
+            ties = flags[inside][: self.take]
+            self.found += int(torch.count_nonzero(ties))
+            self.take -= int(ties.numel())
+        else:
+            self.values.append(block.reshape(-1)[inside])
+            self.flags.append(flags[inside])
+
+    def hits(self) -> int:
+        if self.values:
+            values, flags = torch.cat(self.values), torch.cat(self.flags)
+            order = torch.sort(values, descending=self.largest, stable=True).indices[: self.take]
+            self.found += int(torch.count_nonzero(flags[order]))
+            self.values, self.flags = [], []
+        return self.found

@@ -254,16 +254,31 @@ def test_row_blocks_give_the_whole_matrix_measures(shape, dtype, precision, bloc
     assert got["principal_energy_share"] == pytest.approx(want["principal_energy_share"], rel=rel)
 
 
-def test_block_masks_match_top_mask_with_ties() -> None:
-    from rlvr.analysis.row_blocks import TopMask, blocks
+def test_block_counts_match_top_mask_with_ties(monkeypatch) -> None:
+    from rlvr.analysis import row_blocks
+    from rlvr.analysis.row_blocks import TopCount, blocks
 
     g = torch.Generator().manual_seed(0)
-    score = (torch.randint(0, 5, (17, 6), generator=g).float() / 4).abs()
-    for count in (0, 1, 7, 50, 101, 102):
-        for largest in (True, False):
-            top = TopMask(lambda: (score[a:b] for a, b in blocks(17, 4)), score.numel(), count, largest)
-            got = torch.cat([top.mark(score[a:b]) for a, b in blocks(17, 4)])
-            assert torch.equal(got, U.top_mask(score, count, largest)), (count, largest)
+    for dtype in (torch.float32, torch.float64):
+        for budget in (1 << 24, 0):  # 0: the threshold's bin refined down to one value
+            monkeypatch.setattr(row_blocks, "CANDIDATE_BUDGET", budget)
+            for values in (5, 1000):
+                score = (torch.randint(0, values, (17, 6), generator=g).to(dtype) / 7).abs()
+                flags = torch.rand(17, 6, generator=g) < 0.5
+
+                def scores(score=score):
+                    return (score[a:b] for a, b in blocks(17, 4))
+
+                for count in (0, 1, 7, 50, 101, 102, 103):
+                    for largest in (True, False):
+                        top = TopCount(score.numel(), largest)
+                        for block in scores():
+                            top.observe(block)
+                        top.settle(count, scores)
+                        for (a, b), block in zip(blocks(17, 4), scores()):
+                            top.collect(block, flags[a:b])
+                        want = int((flags & U.top_mask(score, count, largest)).sum())
+                        assert top.hits() == want, (dtype, budget, values, count, largest)
 
 
 def test_safetensors_file_reads_what_safetensors_writes(tmp_path) -> None:

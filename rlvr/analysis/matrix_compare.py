@@ -34,6 +34,12 @@ from rlvr.analysis.updates import (
 )
 
 
+def _square_sum(block: torch.Tensor) -> float:
+    """Sum of squares of a block in float64."""
+    flat = block.reshape(-1).double()
+    return float(torch.dot(flat, flat))
+
+
 def compare_matrix(
     w0: torch.Tensor | Rows,
     w1: torch.Tensor | Rows,
@@ -76,8 +82,8 @@ def compare_matrix(
         changed += int(torch.count_nonzero(update_mask(b0, b1, precision)))
         f0 = as_float(b0)
         dw = as_float(b1) - f0  # exact for nearby float32 values (Sterbenz)
-        w0_sq += float(f0.double().square().sum())
-        dw_sq += float(dw.double().square().sum())
+        w0_sq += _square_sum(f0)
+        dw_sq += _square_sum(dw)
         proj += (u0[start:stop].T.to(dw.dtype) @ dw).double() @ v0  # as principal_energy_share, per block
         top.observe(score)
         low.observe(f0.abs())

@@ -63,17 +63,17 @@ def blocks(m: int, rows: int) -> Iterator[tuple[int, int]]:
 
 
 Scores = Callable[[], Iterator[torch.Tensor]]
-"""A fresh iterator over the blocks of a non-negative float32 or float64 score, in row order."""
+"""A fresh iterator over the blocks of a float32 or float64 score with the sign bit clear (an ``abs()``),
+in row order."""
 
 _DIGIT = 16
 CANDIDATE_BUDGET = 1 << 24  # entries of the threshold's bin kept (value and flag) for the last step
 
 
 def _bits(block: torch.Tensor) -> torch.Tensor:
-    """Non-negative floats as integers of the same order (their IEEE bits; -0.0 read as 0.0)."""
-    block = block.reshape(-1)
-    block = torch.where(block == 0, torch.zeros_like(block), block)  # -0.0 (sign bit set) compares equal to 0.0
-    return block.view(torch.int32 if block.dtype == torch.float32 else torch.int64)
+    """Floats with the sign bit clear (what ``abs()`` returns, -0.0 included) as integers of the same
+    order: their IEEE bits."""
+    return block.reshape(-1).view(torch.int32 if block.dtype == torch.float32 else torch.int64)
 
 
 class TopCount:
@@ -101,7 +101,7 @@ class TopCount:
         if self.width is None:
             self.width = 32 if block.dtype == torch.float32 else 64
         bits = _bits(block)
-        self.counts += torch.bincount((bits >> (self.width - _DIGIT)).to(torch.int64), minlength=1 << _DIGIT)
+        self.counts += torch.bincount(bits >> (self.width - _DIGIT), minlength=1 << _DIGIT)
 
     def settle(self, count: int, scores: Scores) -> None:
         """Fix ``count`` (known once every block was observed) and find the threshold's bin."""
@@ -124,8 +124,7 @@ class TopCount:
             for block in scores():
                 bits = _bits(block)
                 bits = bits[(bits >> (shift + _DIGIT)) == prefix]
-                counts += torch.bincount(((bits >> shift) & ((1 << _DIGIT) - 1)).to(torch.int64),
-                                         minlength=1 << _DIGIT)
+                counts += torch.bincount((bits >> shift) & ((1 << _DIGIT) - 1), minlength=1 << _DIGIT)
         self.prefix, self.shift = prefix, shift
         below_bin = want - left  # entries before the bin (ascending)
         beyond_bin = self.total - below_bin - in_bin if self.largest else below_bin

@@ -57,8 +57,34 @@ def _field_error(row: Mapping[str, Any], key: str) -> str | None:
     return None
 
 
+_NONE = type(None)
+_QUICK = {key: frozenset(({int, float} if float in types else set(types)) | ({_NONE} if nullable else set()))
+          for key, (types, nullable, _) in _FIELDS.items()}
+"""field -> the exact types of a valid value in a row json.loads made (so a bool is never a number)."""
+_INF = float("inf")
+
+
+def _plainly_valid(row: dict) -> bool:
+    """True for a row that :func:`row_problem` surely accepts, by exact types (the common case, checked
+    fast); False means only that the full check must decide."""
+    if "problem_id" not in row or (row.get("correct") is None and row.get("reward") is None):
+        return False
+    for key, value in row.items():
+        types = _QUICK.get(key)
+        if types is None:
+            continue
+        kind = type(value)
+        if kind not in types or (kind is float and not -_INF < value < _INF):  # NaN fails both comparisons
+            return False
+        if kind is int and key == "num_tokens" and value < 0:
+            return False
+    return True
+
+
 def row_problem(row: Any) -> str | None:
     """What is wrong with a samples row, as a sentence ending in the fix; None when it is valid."""
+    if type(row) is dict and _plainly_valid(row):
+        return None
     if not isinstance(row, dict):
         return f"expected a JSON object, got {type(row).__name__}; write one object per line"
     if "problem_id" not in row:
@@ -94,13 +120,12 @@ def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[d
     if not p.is_file():
         raise UserError(f"samples file {p} does not exist; pass the path of a samples.jsonl")
     progress = ReadProgress(p.name, p.stat().st_size, quiet)
-    read, rows = 0, 0
-    with p.open("rb") as f:  # bytes: json.loads decodes them, and their length is the progress
+    rows = 0
+    with p.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
-            read += len(line)
             if not lineno & 4095:
-                progress.done(read)
-            if not line.strip():
+                progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
+            if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
                 continue
             try:
                 row = json.loads(line)

@@ -84,13 +84,11 @@ def _jsonl_rows(p: Path, quiet: bool) -> Iterator[dict[str, Any]]:
     """The JSON objects of the file's lines (blank lines skipped); one that is not an object, or not
     JSON, raises UserError naming ``path:line`` (:func:`rlvr.paths.iter_jsonl`'s messages)."""
     progress = ReadProgress(p.name, p.stat().st_size, quiet)
-    read = 0
-    with p.open("rb") as f:
+    with p.open(encoding="utf-8") as f:
         for i, line in enumerate(f, start=1):
-            read += len(line)
             if not i & 4095:
-                progress.done(read)
-            if not line.strip():
+                progress.done(f.buffer.tell())
+            if line.isspace():
                 continue
             try:
                 row = json.loads(line)

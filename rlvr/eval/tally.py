@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-WHITESPACE_TO_SPACE = str.maketrans({c: " " for c in range(0x110000) if chr(c).isspace()})
-"""Every character ``str.split()`` splits on (``str.isspace``) -> a space."""
+WHITESPACE_TO_SPACE = str.maketrans({c: " " for c in range(0x3001) if chr(c).isspace()})
+"""Every character ``str.split()`` splits on (``str.isspace``; none lies above U+3000) -> a space."""
 
 
 def normalised(text: str) -> str:

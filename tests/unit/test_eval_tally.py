@@ -109,6 +109,9 @@ def test_normalised_is_normalise_whitespace() -> None:
              "one two", "é  ü\r\nß"]
     for text in texts:
         assert normalised(text) == normalise_whitespace(text), repr(text)
+    from rlvr.eval.tally import WHITESPACE_TO_SPACE
+
+    assert [c for c in range(0x110000) if chr(c).isspace()] == sorted(WHITESPACE_TO_SPACE)
 
 
 def test_merged_tallies_equal_the_tallies_of_the_concatenated_rows() -> None:

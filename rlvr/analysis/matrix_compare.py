@@ -1,6 +1,7 @@
 """All section-6 measures of one weight matrix w0 -> w1 (m, n) (docs/methods/weight_updates.md), a
-block of rows at a time: memory is bounded by a float64 block of rows (:data:`rlvr.analysis.row_blocks.BLOCK_BYTES`)
-plus the singular vectors (m + n) x k, never by a whole matrix in float32 or float64.
+block of rows at a time: memory is bounded by a float64 block of rows
+(:data:`rlvr.analysis.row_blocks.BLOCK_BYTES`; the spectra's Gram chunks of 8192 rows) plus the
+singular vectors (m + n) x k, never by a whole matrix in float32 or float64.
 
 Each measure is the one of :mod:`rlvr.analysis.updates` on the whole matrix: the update mask, the
 changed count and the principal / low-magnitude mask overlaps bit for bit (the rank-k reconstruction

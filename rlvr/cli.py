@@ -8,7 +8,7 @@ import sys
 
 import rlvr
 from rlvr.commands import COMMANDS
-from rlvr.errors import UserError
+from rlvr.errors import UserError, os_error_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,14 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # stdout closed early (``rlvr collapse ... | head``): stop quietly
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except UnicodeDecodeError as e:  # a binary file where text was expected, read where no reader names it
+        print(f"error: an input file is not UTF-8 text ({e.reason} at byte {e.start}); give a text file",
+              file=sys.stderr)
+        return 2
+    except OSError as e:  # a read-only folder, a full disk, a file where a folder should be
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

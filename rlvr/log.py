@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.metric_names import flat, namespaced
-from rlvr.paths import RUN_METRICS, atomic_write
+from rlvr.paths import RUN_METRICS, atomic_write, read_text
 
 SHOWN = ("reward", "pass_rate", "heldout_pass_rate", "entropy", "response_len", "loss")
 
@@ -201,7 +201,7 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     path = Path(run_dir) / RUN_METRICS
     rows = []
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in read_text(path).splitlines():
             try:
                 rows.append(flat(json.loads(line)))
             except json.JSONDecodeError:

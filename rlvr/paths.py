@@ -8,6 +8,11 @@
   UserError naming it.
 - :func:`is_run_dir` / :func:`require_run_dir` / :func:`metrics_file`: what makes a folder a run
   directory (its ``config.yaml``) and where its metrics are, each checked in one place.
+- :func:`claim_new_dir`: a folder a new run may write into (missing or empty; ``overwrite`` empties it
+  and says what it removed).
+
+Files and folders are created with the modes the umask allows (``0o666 & ~umask``,
+``0o777 & ~umask``), as ``open`` and ``mkdir`` create them, so collaborators can read a run.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +63,79 @@ def metrics_file(run_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
+def _umask() -> int:
+    """The process umask: from ``/proc/self/status`` where there is one (no race with threads creating
+    files), else by setting it and setting it back (there is no getter)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the umask."""
+    return 0o666 & ~_umask()
+
+
+def dir_mode() -> int:
+    """The mode ``mkdir`` gives a new folder: ``0o777`` less the umask."""
+    return 0o777 & ~_umask()
+
+
+def claim_new_dir(path: str | os.PathLike[str], overwrite: bool = False, flag: str = "--run-dir") -> Path:
+    """``path`` as the folder of a new run: missing or empty is fine (it is created); a non-empty
+    folder is a UserError naming what it holds, unless ``overwrite``, which removes its contents and
+    prints one line saying what was removed. A file at ``path`` is always an error. The temporary
+    files of an atomic write a kill interrupted (``.NAME.*.tmp``) do not count: a run killed while
+    it started still starts again."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{flag} {p} is a file, not a folder; give a folder path")
+    held = sorted(x.name for x in p.iterdir() if not _is_temp(x)) if p.is_dir() else []
+    if held:
+        what = describe_dir(p, held)
+        if not overwrite:
+            fix = ("continue it with --resume, " if is_run_dir(p) else "") + \
+                "give another folder, or pass --overwrite to delete its contents"
+            raise UserError(f"{flag} {p} is not empty ({what}); {fix}")
+        print(f"--overwrite: removing {what} from {p}", file=sys.stderr, flush=True)
+        for name in held:
+            x = p / name
+            shutil.rmtree(x) if x.is_dir() and not x.is_symlink() else x.unlink()
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _is_temp(entry: Path) -> bool:
+    """A leftover temporary file of :func:`atomic_write` (``.NAME.XXXX.tmp``)."""
+    return entry.is_file() and entry.name.startswith(".") and entry.name.endswith(".tmp")
+
+
+def describe_dir(p: Path, held: list[str]) -> str:
+    """``a run: config.yaml, metrics.jsonl (12 steps), 3 checkpoints`` or ``4 entries: a, b, c, ...``."""
+    if not is_run_dir(p):
+        shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        return f"{len(held)} entr{'y' if len(held) == 1 else 'ies'}: {shown}"
+    parts = [RUN_CONFIG]
+    if (p / RUN_METRICS).is_file():
+        with open(p / RUN_METRICS, "rb") as f:
+            lines = sum(1 for line in f if line.strip())
+        parts.append(f"{RUN_METRICS} ({lines} lines)")
+    ckpts = [c for c in (p / "checkpoints").glob("step_*")] if (p / "checkpoints").is_dir() else []
+    if ckpts:
+        parts.append(f"{len(ckpts)} checkpoint{'s' if len(ckpts) != 1 else ''}")
+    rest = [n for n in held if n not in (RUN_CONFIG, RUN_METRICS, "checkpoints")]
+    if rest:
+        parts.append(f"{len(rest)} other entr{'y' if len(rest) == 1 else 'ies'}")
+    return "a run: " + ", ".join(parts)
+
+
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str = "utf-8") -> Path:
     """Write ``data`` to ``path`` atomically: a reader sees the old file or the new one, never half.
 
@@ -67,6 +146,7 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str 
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode())  # mkstemp makes 0600 whatever the umask
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode(encoding) if isinstance(data, str) else data)
             f.flush()
@@ -94,7 +174,9 @@ def fsync_tree(d: Path) -> None:
 def temp_dir_beside(final: Path) -> Path:
     """A new empty directory next to ``final`` (same file system), to build it in."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    tmp.chmod(dir_mode())  # mkdtemp makes 0700 whatever the umask
+    return tmp
 
 
 def replace_dir(tmp: Path, final: Path) -> Path:
@@ -106,10 +188,19 @@ def replace_dir(tmp: Path, final: Path) -> Path:
     return final
 
 
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The UTF-8 text of ``path``; a UserError naming it when it is not text (a binary file)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a text file "
+                        "(JSON lines, CSV)") from None
+
+
 def iter_jsonl(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line of ``path`` (or of ``text``, named ``path`` in
     errors); a line that is not a JSON object raises UserError naming ``path:line``."""
-    lines = (Path(path).read_text(encoding="utf-8") if text is None else text).splitlines()
+    lines = (read_text(path) if text is None else text).splitlines()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue

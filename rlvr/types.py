@@ -1,5 +1,9 @@
 """Containers passed between modules. Shapes: P prompts, G samples per prompt,
-B = P*G completions, T completion tokens (right-padded)."""
+B = P*G completions, T completion tokens (right-padded).
+
+A multi-turn episode (a tool task) is one row: its completion holds the policy's turns and the
+environment's observations in order; ``env_mask`` marks the observation tokens, which are read by
+the model but never trained on (no behaviour log-prob, out of ``loss_mask``)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,17 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    """One multi-turn episode: policy turns, tool calls, the calls that failed (raised, timed out,
+    unknown tool, unreadable call) and environment tokens in its completion."""
+
+    turns: int
+    tool_calls: int
+    failed_calls: int
+    env_tokens: int
 
 
 @dataclass
@@ -31,6 +46,8 @@ class RolloutBatch:
     texts: list[str] = field(default_factory=list)  # B decoded completions (special tokens removed)
     self_certainty: torch.Tensor | None = None  # (B, T) float32, KL(U || pi) per position, if asked
     top2_margin: torch.Tensor | None = None  # (B, T) float32, top-1 minus top-2 probability, if asked
+    env_mask: torch.Tensor | None = None  # (B, T) bool, 1 on environment tokens (tool outputs); None: single-turn
+    episodes: list[EpisodeStats] | None = None  # B entries for multi-turn episodes; None: single-turn
 
     def to(self, device) -> RolloutBatch:
         """The same batch with every tensor on ``device``."""
@@ -47,13 +64,24 @@ class RolloutBatch:
         """(B,) number of completion tokens."""
         return self.completion_mask.sum(-1)
 
+    @property
+    def policy_mask(self) -> torch.Tensor:
+        """(B, T) bool: the tokens the policy generated (completion tokens minus environment tokens)."""
+        return self.completion_mask if self.env_mask is None else self.completion_mask & ~self.env_mask
+
+    @property
+    def policy_lengths(self) -> torch.Tensor:
+        """(B,) number of tokens the policy generated (:attr:`lengths` for a single-turn batch)."""
+        return self.lengths if self.env_mask is None else self.policy_mask.sum(-1)
+
     def select(self, rows: torch.Tensor) -> RolloutBatch:
         """The sub-batch of ``rows`` (1-D long index), in that order."""
         idx = rows.tolist()
         kept = {f.name: getattr(self, f.name)[rows] for f in fields(self)
                 if isinstance(getattr(self, f.name), torch.Tensor)}
         return replace(self, **kept, finish_reason=[self.finish_reason[i] for i in idx],
-                       texts=[self.texts[i] for i in idx] if self.texts else [])
+                       texts=[self.texts[i] for i in idx] if self.texts else [],
+                       episodes=None if self.episodes is None else [self.episodes[i] for i in idx])
 
     @staticmethod
     def concat(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
@@ -61,6 +89,7 @@ class RolloutBatch:
         if len(parts) == 1:
             return parts[0]
         sc, m2 = [p.self_certainty for p in parts], [p.top2_margin for p in parts]
+        multi_turn = any(p.env_mask is not None for p in parts)
         return RolloutBatch(
             prompt_ids=_pad_cat([p.prompt_ids for p in parts], pad_id, left=True),
             prompt_mask=_pad_cat([p.prompt_mask for p in parts], False, left=True),
@@ -74,6 +103,10 @@ class RolloutBatch:
             texts=[t for p in parts for t in p.texts],
             self_certainty=None if any(s is None for s in sc) else _pad_cat(sc, 0.0),
             top2_margin=None if any(m is None for m in m2) else _pad_cat(m2, 0.0),
+            env_mask=_pad_cat([torch.zeros_like(p.completion_mask) if p.env_mask is None else p.env_mask
+                               for p in parts], False) if multi_turn else None,
+            episodes=[e for p in parts for e in (p.episodes or [EpisodeStats(1, 0, 0, 0)] * p.size)]
+            if multi_turn else None,
         )
 
     @property

@@ -106,9 +106,16 @@ def load_run_curve(path: str | Path, x: str = "flops", framework: str = "auto",
     (``framework`` auto | trl | verl | rlvr; ``y_key``: the held-out pass-rate key), where ``flops``
     falls back to ``tokens`` when no FLOPs were logged.
     The name is the run directory's name or the file's stem."""
+    try:
+        return _load_curve(Path(path), x, framework, y_key)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); pass a run directory or a "
+                        "compute,pass_rate CSV/JSONL file") from None
+
+
+def _load_curve(p: Path, x: str, framework: str, y_key: str | None):
     if x not in X_KEYS:
         raise UserError(f"unknown compute axis {x!r}; choose one of {', '.join(X_KEYS)}")
-    p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or directory; pass a run directory or a compute,pass_rate file")
     if is_history(p):

@@ -14,7 +14,9 @@ from rlvr.analysis.curves import CurveBootstrap, CurveFit, predict
 @dataclass(frozen=True)
 class CurveSeries:
     """One run to draw. C, R: (N,) all measured points; ``used``: (N,) bool, the points
-    the fit saw; ``fit_until``: last compute of the fit range (None = all data)."""
+    the fit saw; ``fit_until``: last compute of the fit range (None = all data); ``color``: the
+    colour to draw it in (None: the next of matplotlib's cycle), so a page can keep one colour per
+    run across its figures."""
 
     name: str
     C: np.ndarray
@@ -23,6 +25,7 @@ class CurveSeries:
     fit: CurveFit
     boot: CurveBootstrap | None = None
     fit_until: float | None = None
+    color: str | None = None
 
 
 def _x_range(series: list[CurveSeries], predict_at: float | None) -> tuple[float, float]:
@@ -73,7 +76,7 @@ def plot_curves(
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, s in enumerate(series):
-        _draw_one(ax, s, colors[k % len(colors)], lo, hi)
+        _draw_one(ax, s, s.color or colors[k % len(colors)], lo, hi)
     if predict_at is not None:
         ax.axvline(predict_at, color="0.5", lw=0.8, ls="-.")
     ax.set_xscale("log")

@@ -68,3 +68,26 @@ def update_rel_norm(records: list[dict]) -> float:
     """||dW||_F / ||W0||_F over all the records' tensors together (the whole model's update size)."""
     w0 = sum(r["w0_sq"] for r in records)
     return float(np.sqrt(sum(r["dw_sq"] for r in records) / w0)) if w0 > 0 else float("nan")
+
+
+def exponent_strata(w0: torch.Tensor, mask: np.ndarray) -> dict[str, list[int]]:
+    """The bf16 mask of one tensor counted by the binary exponent of its base entries: entries with
+    the same exponent of |W0| share one bf16 step, so an update of a given size changes them alike.
+    -> {"exponent": [e...], "size": [entries with that exponent], "changed": [changed among them]}
+    (zeros get their own stratum, exponent -1000). ``mask``: (numel,) bool, the flattened mask."""
+    _, exp = np.frexp(w0.detach().double().reshape(-1).numpy())
+    exp = np.where(w0.detach().reshape(-1).numpy() == 0, -1000, exp)
+    values, index = np.unique(exp, return_inverse=True)
+    return {"exponent": [int(v) for v in values], "size": np.bincount(index, minlength=values.size).tolist(),
+            "changed": np.bincount(index, weights=mask.astype(np.float64), minlength=values.size).astype(int).tolist()}
+
+
+def mask_strata(base: str, masks: dict[str, np.ndarray]) -> dict[str, dict[str, list[int]]]:
+    """:func:`exponent_strata` of every tensor in ``masks`` ({name: packed bf16 mask}) against the base
+    weights at ``base``."""
+    out = {}
+    with WeightSource(base, "base") as b:
+        for name, packed in masks.items():
+            w0 = b.get(name)
+            out[name] = exponent_strata(w0, np.unpackbits(packed, count=w0.numel()).astype(bool))
+    return out

@@ -13,5 +13,6 @@ COMMANDS = [
     "excursions",
     "reproduce",
     "report",
+    "compare",
     "config",
 ]

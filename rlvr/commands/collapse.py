@@ -105,10 +105,13 @@ def _ranking(order: list[str], results: dict) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from rlvr.analysis.collapse import analyse_run, rank_runs
+    from rlvr.commands._common import check_output
 
     paths = [Path(p) for p in args.runs]
     for p in paths:  # every input exists before anything else is checked or read
         _metrics_file(p)
+    if args.json:
+        check_output(args.json, "--json")
     if args.window < 1:
         raise UserError(f"--window {args.window} is below 1; pass a positive number of points")
     if not math.isfinite(args.threshold) or not math.isfinite(args.margin):

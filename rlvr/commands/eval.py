@@ -85,8 +85,9 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def _check_paths(args: argparse.Namespace) -> None:
-    """The inputs exist (before any other check: a typo in a path is the likeliest mistake)."""
-    from rlvr.commands._common import require_path
+    """The inputs exist (before any other check: a typo in a path is the likeliest mistake), and the
+    outputs can be written (before any sampling)."""
+    from rlvr.commands._common import check_output, require_path
 
     if args.checkpoint:
         require_path(args.checkpoint, "checkpoint", "pass a checkpoint directory (e.g. RUN/checkpoints/step_100) "
@@ -97,6 +98,9 @@ def _check_paths(args: argparse.Namespace) -> None:
         if path:
             require_path(path, flag, "pass a samples file (or a run's dump folder) written by `rlvr eval`, "
                          "`rlvr run` or a peer framework")
+    for flag, path, kind in (("--json", args.json, "file"), ("--plots", args.plots, "dir"), ("--out", args.out, "dir")):
+        if path:
+            check_output(path, flag, kind)
 
 
 def saved_task(checkpoint: str) -> tuple[str, Path] | None:

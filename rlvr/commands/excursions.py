@@ -13,7 +13,8 @@ EPILOG = """examples:
 The excursions section holds how the pipelines train (steps sft_lr sft_batch_size sft_data
 parallel_weight teacher) and the grid (milestones pipelines eval_problems eval_samples
 eval_temperature retention_problems out_dir).
-Running it again reuses every finished cell (a model or an evaluation whose key matches).
+Running it again reuses every finished cell (a model or an evaluation whose key matches); an out_dir
+holding anything else (other files, a grid of another config) is refused unless --overwrite.
 output: OUT/models/m<frac>_<pipeline>/{done.json,metrics.jsonl,model/}, OUT/evals/<protocol>/<model>/,
         OUT/table.md, OUT/table.json, OUT/plots/<metric>.png   (OUT = excursions.out_dir)
 """
@@ -26,6 +27,8 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: fastest for the tiny model on a shared CPU)")
     p.add_argument("--no-plots", action="store_true", help="skip the plots")
+    p.add_argument("--overwrite", action="store_true", help="excursions.out_dir may hold other files (deleted) or "
+                   "cells of another config (recomputed); it says what it removes")
 
 
 def run(args) -> int:
@@ -47,7 +50,8 @@ def run(args) -> int:
         require_path(cfg.excursions.teacher, "excursions.teacher:", "pass a checkpoint directory, or \"\" for "
                      "the rl pipeline's result", hub_ok=True)
     quiet = args.quiet
-    table = run_grid(cfg, grid, path or "", over, progress_mode(args) or "plain", note=None if quiet else print)
+    table = run_grid(cfg, grid, path or "", over, progress_mode(args) or "plain", note=None if quiet else print,
+                     overwrite=args.overwrite)
     from pathlib import Path
 
     out = Path(grid.out_dir)

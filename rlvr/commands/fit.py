@@ -152,14 +152,24 @@ def _ranking_lines(results: list[_RunResult]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvr.commands._common import require_path
+    from rlvr.commands._common import check_output, require_path
     from rlvr.errors import UserError
 
     for p in args.paths:
         require_path(p, "run", "pass an rlvr run directory or a CSV/JSONL file with columns compute,pass_rate")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None:
+            check_output(path, flag)
 
     if args.n_boot < 0:
         raise UserError(f"--n-boot {args.n_boot} is negative; use 0 (no intervals) or more")
+    import math
+
+    for flag, value in (("--predict-at", args.predict_at), ("--fit-until", args.fit_until)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UserError(f"{flag} {value}: compute must be a positive number, e.g. {flag} 1e18")
+    if not math.isfinite(args.min_compute) or args.min_compute < 0:
+        raise UserError(f"--min-compute {args.min_compute}: must be a finite number >= 0")
     shared = None
     if args.r0 == "shared":
         from rlvr.analysis.curves import fit_shared_r0

@@ -26,12 +26,13 @@ def default_out(run_dirs: list[Path]) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvr.commands._common import require_path
+    from rlvr.commands._common import check_output, require_path
     from rlvr.report.html import write_report
 
     for d in args.run_dirs:
         require_path(d, "run directory", "pass a folder written by `rlvr train` or `rlvr run`", kind="dir")
-
-    out = write_report(list(args.run_dirs), args.out or default_out(list(args.run_dirs)))
+    out = args.out or default_out(list(args.run_dirs))
+    check_output(out, "--out" if args.out else "report")
+    out = write_report(list(args.run_dirs), out)
     print(out)
     return 0

@@ -16,6 +16,8 @@ EPILOG = """examples:
                                                 # (without --page-only or --part every remaining part runs first)
   rlvr reproduce scalerl --resume-published --part 6  # continue a run whose output folder is gone: first
                                                 # put back the records published in docs/reproductions/scalerl/cells/
+  rlvr reproduce wapo --rejudge-published     # a page published without its cells: its verdicts again under
+                                                # the current rules, from its own table.json
 output: OUT/README.md (verdict table first), OUT/table.json, OUT/plots/*.png, OUT/models/, OUT/evals/
         (default OUT: runs/reproduce/NAME, or NAME-quick with --quick); --publish also writes the
         records of the models and cells (no weights) to docs/reproductions/NAME/cells/
@@ -41,6 +43,10 @@ def add_arguments(p) -> None:
     p.add_argument("--resume-published", action="store_true",
                    help="first put the published records (docs/reproductions/NAME/cells/: finished models "
                         "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")
+    p.add_argument("--rejudge-published", action="store_true",
+                   help="judge the published page again from its own table.json under the current rules (for a "
+                        "page published without its cells): rewrites docs/reproductions/NAME/ and the index, "
+                        "trains and evaluates nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--plain", action="store_true", help="plain progress lines and tables even on a terminal")
 
@@ -100,65 +106,28 @@ def run(args) -> int:
         raise UserError(f"--max-minutes must be > 0 (got {args.max_minutes})")
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    from rlvr.experiments.reproduction import PUBLISHED, reproduce
     from rlvr.experiments.spec import load
 
     exp = load(args.name)
+    if args.rejudge_published:
+        from rlvr.experiments.rejudge import rejudge_published
+
+        print(f"published: {rejudge_published(exp, PUBLISHED)}")
+        return 0
     if args.quick:
         exp = exp.quick_form()
-    seeds = args.seeds or exp.seeds
     out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")
-    from rlvr.experiments.models import model_config
-    from rlvr.experiments.page import write_page
-    from rlvr.experiments.runner import check_claims, passk_curves, run_experiment, trajectories
-    from rlvr.machine import machine_info, machine_line
-    from rlvr.model.precision import config_spec, resolve_dtype
-
-    progress = "none" if args.quiet else ("plain" if args.plain else "auto")
-    if args.resume_published:
-        from rlvr.experiments.archive import restore_archive
-
-        src = Path("docs/reproductions") / exp.name / "cells"
-        if args.quick:
-            raise UserError("--resume-published continues a full run from its published records; drop --quick")
-        if not src.is_dir():
-            raise UserError(f"--resume-published: no published records at {src} (run from the repository "
-                            f"root, after a `rlvr reproduce {exp.name} --publish`)")
-        n = restore_archive(src, out)
-        print(f"restored from {src}: {n['models']} model record(s), {n['evals']} evaluation cell(s) "
-              "(what the output folder already had is kept)")
-    if args.page_only and not out.is_dir():
-        raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
-                        "run the experiment (or a part of it) first, or name its folder with --out")
-    res = run_experiment(exp, out, seeds, progress, args.max_minutes, args.part, args.jobs, args.page_only)
-    rows = check_claims(exp, out, seeds, res["failed"])
-    cfg = model_config(exp, exp.models["base"], None)
-    prec = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
-    from rlvr.experiments.dynamics_page import dynamics_lines
-    from rlvr.experiments.runner import load_stats, seeds_of
-    from rlvr.experiments.weight_page import weight_lines
-
-    def look(ev, m, s):
-        return load_stats(out, ev, m, s)
-
-    from rlvr.experiments.curve_page import CURVE_MEASURES, curve_lines
-
-    curves_only = all(c.measure in CURVE_MEASURES for c in exp.claims)  # their series: the Curves section
-    from rlvr.experiments.grid_page import grid_lines
-
-    sections = {"Curves": curve_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
-                "Across pretraining checkpoints": grid_lines(exp, lambda m: seeds_of(exp, m, seeds), look, out),
-                "Weights": weight_lines(exp, lambda m: seeds_of(exp, m, seeds), look),
-                "Training dynamics": [] if curves_only else dynamics_lines(exp, lambda m: seeds_of(exp, m, seeds),
-                                                                           look, out)}
-    page = write_page(exp, out, rows, trajectories(exp, out, seeds, res["built"]), passk_curves(exp, out, seeds), res,
-                      machine_line(machine_info(prec)), command, args.quick, sections)
+    done = reproduce(exp, out, args.seeds or exp.seeds, command,
+                     progress="none" if args.quiet else ("plain" if args.plain else "auto"),
+                     max_minutes=args.max_minutes, part=args.part, jobs=args.jobs, page_only=args.page_only,
+                     resume_published=args.resume_published, publish_page=args.publish)
     from rlvr.console import print_table
 
-    print_table(["claim", "verdict"], [[r["id"], r["verdict"]] for r in rows], align="ll", plain=args.plain)
-    print(f"page: {page}")
-    if args.publish:
-        from rlvr.experiments.page import publish
-
-        print(f"published: {publish(out, Path('docs/reproductions'), exp.archive.series)}")
+    print_table(["claim", "verdict"], [[r["id"], r["verdict"] + (" (post hoc)" if r.get("post_hoc") else "")]
+                                       for r in done.rows], align="ll", plain=args.plain)
+    print(f"page: {done.page}")
+    if done.index is not None:
+        print(f"published: {done.index}")
     return 0

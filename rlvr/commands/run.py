@@ -8,34 +8,64 @@ EPILOG = """examples:
   rlvr run                                  # the embedded default: tiny model, arithmetic task
   rlvr run train.steps=30 train.seed=1      # any override of the quickstart recipe
   rlvr run scalerl                          # another recipe through the same pipeline
+  rlvr run --resume runs/quickstart-20261202-101500   # finish a run stopped in training or evaluation
 output: RUN/ with config.yaml, metrics.jsonl, checkpoints/, eval.json, samples.jsonl,
         base_samples.jsonl, plots/, report.html; a summary table on stdout
 """
 
 
 def add_arguments(p) -> None:
-    from rlvr.commands._common import add_config_args
+    from rlvr.commands._common import add_config_args, add_run_dir_args
 
     add_config_args(p, "quickstart")
-    p.add_argument("--run-dir", help="write the run here instead of train.out_dir/<name>-<time>")
+    add_run_dir_args(p, "finish this run with its saved config.yaml: training from its last good checkpoint "
+                     "(skipped when done), then the evaluation and the report")
 
 
 def run(args) -> int:
+    import sys
     import time
+    from pathlib import Path
 
-    from rlvr.commands._common import load_checked, progress_mode, split_config_and_overrides
+    from rlvr.commands._common import (
+        check_resumable,
+        check_run_dir,
+        load_checked,
+        progress_mode,
+        refuse_config_on_resume,
+        split_config_and_overrides,
+    )
+    from rlvr.errors import UserError
     from rlvr.eval.runner import evaluate_pair
-    from rlvr.train.checkpoint import latest_good_checkpoint
+    from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint
     from rlvr.train.launch import run_training
     from rlvr.train.pretrain import base_model
+    from rlvr.train.resume import steps_target
 
     t0 = time.time()
-    path, over = split_config_and_overrides(args)
-    cfg = load_checked(path or "quickstart", over)
+    if args.resume:
+        refuse_config_on_resume(args)
+        cfg = check_resumable(Path(args.resume))
+    else:
+        if args.overwrite and not args.run_dir:
+            raise UserError("--overwrite goes with --run-dir DIR (a new run's folder is always new); add --run-dir")
+        path, over = split_config_and_overrides(args)
+        cfg = load_checked(path or "quickstart", over)
+        check_run_dir(args.run_dir, cfg, args.overwrite)  # before the base model is pretrained
     mode = progress_mode(args) or cfg.log.progress
     base = cfg.model.init_from or str(base_model(cfg.model, cfg.pretrain, mode))
     t_base = time.time() - t0
-    run_dir = run_training(cfg, run_dir=args.run_dir, progress=mode)
+    if not args.resume:
+        run_dir = run_training(cfg, run_dir=args.run_dir, progress=mode, overwrite=args.overwrite)
+    else:
+        run_dir = Path(args.resume)
+        last = latest_good_checkpoint(run_dir)
+        target = steps_target(run_dir, cfg, None).train.steps
+        if last is not None and checkpoint_step(last) >= target:
+            print(f"--resume: training of {run_dir} is done (step {checkpoint_step(last)}); evaluating",
+                  file=sys.stderr, flush=True)
+        else:
+            run_training(resume=run_dir, progress=mode)
     t_train = time.time() - t0 - t_base
     trained = latest_good_checkpoint(run_dir)
     result = evaluate_pair(cfg, base, trained, run_dir, progress=mode)

@@ -244,10 +244,13 @@ def _clean(x):
 
 def run(args: argparse.Namespace) -> int:
     from rlvr.analysis.updates import parse_precision
-    from rlvr.commands._common import require_path
+    from rlvr.commands._common import check_output, require_path
 
     for what, path in (("BASE", args.base), *(("TUNED", t) for t in args.tuned)):
         require_path(path, what, "pass a run dir, checkpoint dir, model dir or .safetensors file")
+    for flag, path, kind in (("--json", args.json, "file"), ("--plots", args.plots, "dir")):
+        if path:
+            check_output(path, flag, kind)
 
     k_spec, precision = parse_k(args.k), parse_precision(args.precision)
     if args.threads is not None:

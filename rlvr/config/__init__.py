@@ -45,6 +45,8 @@ from rlvr.config.loader import (
     load_declaration,
     load_excursions,
     parse_overrides,
+    parse_yaml,
+    read_mapping,
     read_yaml,
     set_dotted,
     to_dict,
@@ -70,5 +72,6 @@ __all__ = [
     "ExcursionsConfig", "ExcursionsGrid", "LogConfig", "LossConfig", "ModelConfig", "OptimConfig", "PipelineConfig",
     "PretrainConfig", "Range", "RewardConfig", "RunConfig", "SamplingConfig", "TaskConfig", "TrainConfig", "above",
     "at_least", "builtin_config_path", "check", "check_ranges", "config_hash", "dump_yaml", "from_dict",
-    "load_config", "load_declaration", "load_excursions", "parse_overrides", "read_yaml", "set_dotted", "to_dict",
+    "load_config", "load_declaration", "load_excursions", "parse_overrides", "parse_yaml", "read_mapping",
+    "read_yaml", "set_dotted", "to_dict",
 ]

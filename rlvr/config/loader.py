@@ -146,12 +146,75 @@ def _under(prefix: str, error: ConfigError) -> ConfigError:
     return ConfigError.at(join_key(prefix, key), error.reason)
 
 
-def read_yaml(path: Path):
-    """The YAML document at ``path``; ConfigError naming the file when it is not valid YAML."""
+class StrictYamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last one,
+    so a second ``train:`` block silently drops the first)."""
+
+
+def _construct_mapping(loader: StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    first_line: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            seen = key in first_line
+        except TypeError:  # a list or mapping as a key
+            raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value (a name)",
+                                                    key_node.start_mark) from None
+        if seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first given on line {first_line[key]}); keep one",
+                key_node.start_mark)
+        first_line[key] = key_node.start_mark.line + 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def yaml_error(source, error: yaml.YAMLError) -> str:
+    """``source:LINE: not valid YAML (problem)``: the line of the problem where PyYAML knows it."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f"{source}:{mark.line + 1}" if mark is not None else str(source)
+    return f"{where}: not valid YAML ({problem})"
+
+
+def parse_yaml(text: str, source="<text>"):
+    """The YAML document ``text`` read strictly (:class:`StrictYamlLoader`); ConfigError
+    ``source:LINE: ...`` when it is not valid YAML or repeats a key."""
     try:
-        return yaml.safe_load(Path(path).read_text())
+        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        raise ConfigError(yaml_error(source, e)) from None
+
+
+def read_yaml(path: Path):
+    """The YAML document at ``path`` read strictly (:func:`parse_yaml`); a ConfigError naming the file
+    when it cannot be read, is not UTF-8 text, is not valid YAML or repeats a key (with its line)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{p} is a folder, not a YAML file; give the file (a run's config is RUN/config.yaml)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file (not UTF-8); give a YAML config") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot be read ({e.strerror or e}); check its permissions") from None
+    return parse_yaml(text, p)
+
+
+def read_mapping(path: Path, what: str = "config", empty_fix: str = "give no config to use the defaults") -> dict:
+    """:func:`read_yaml` of a file that must hold a non-empty mapping (a run config, a declaration):
+    an empty file (``empty_fix`` says what to do) or a list at the top level is a ConfigError naming
+    the file."""
+    data = read_yaml(path)
+    if data is None:
+        raise ConfigError(f"{path}: empty; a {what} is a mapping of sections (e.g. `train: {{steps: 20}}`); "
+                          f"{empty_fix}")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level is a {type(data).__name__}, not a mapping; a {what} is a "
+                          "mapping of sections, e.g. `train: {steps: 20}`")
+    return data
 
 
 def load_declaration(cls, data, source: str):
@@ -185,7 +248,7 @@ def parse_overrides(overrides: list[str]) -> dict:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. loss.eps_high=0.28")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw != "" else ""
+            value = yaml.load(raw, Loader=StrictYamlLoader) if raw != "" else ""  # noqa: S506
         except yaml.YAMLError as e:
             raise ConfigError(f"{key.strip()}: value {raw!r} is not valid YAML ({str(e).splitlines()[0]}); "
                               "quote the override, e.g. 'reward.weights={verifier: 1.0}'") from None
@@ -248,8 +311,7 @@ def _read_config(path: str | Path | None, overrides: list[str] | None) -> dict:
         if not p.exists():
             shipped = sorted(x.stem for x in CONFIGS_DIR.glob("*.yaml"))
             raise ConfigError(f"{path}: no such config file; give a path or one of {', '.join(shipped)}")
-        data = read_yaml(p) or {}
-        check(isinstance(data, dict), "config", f"expected a mapping, got {type(data).__name__}")
+        data = read_mapping(p)
     return _merge(data, parse_overrides(overrides or []))
 
 

@@ -40,6 +40,15 @@ class SamplingConfig:
     """native (rlvr's KV-cache sampler, any device) | vllm (GPU, HF models, `pip install 'rlvr[vllm]'`)."""
     vllm_gpu_memory: float = 0.3
     """vLLM engine: share of the GPU's memory it may take (the trainer shares the GPU)."""
+    max_turns: int = 4
+    """Tool tasks: policy turns per episode (an episode is also bounded by max_new_tokens, which counts
+    the policy's and the environment's tokens together)."""
+    max_turn_tokens: int = 0
+    """Tool tasks: tokens of one policy turn (0 = max_new_tokens)."""
+    tool_timeout_s: float = 5.0
+    """Tool tasks: seconds one tool call may run; a call past it is answered ``error: timed out``."""
+    max_observation_chars: int = 256
+    """Tool tasks: longer tool outputs are cut to this many characters (``...[N more chars]``)."""
 
     def __post_init__(self):
         check_section_ranges(self, "sampling")
@@ -49,6 +58,8 @@ class SamplingConfig:
 RANGES["sampling"] = {
     "temperature": NON_NEGATIVE, "top_p": FRACTION, "top_k": NON_NEGATIVE, "max_new_tokens": at_least(1),
     "interruption_budget": NON_NEGATIVE, "interruption_extra": NON_NEGATIVE, "vllm_gpu_memory": OPEN_UNIT,
+    "max_turns": at_least(1), "max_turn_tokens": NON_NEGATIVE, "tool_timeout_s": POSITIVE,
+    "max_observation_chars": at_least(1),
 }
 
 

@@ -18,6 +18,7 @@ from rlvr.model.logprobs import completion_logits, token_logprobs
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.budget import rows_for
 from rlvr.rollout.engine import sample, sample_params
+from rlvr.tasks.environment import environments_for
 from rlvr.types import RolloutBatch
 
 
@@ -39,6 +40,7 @@ def samples_for(model, tok, task, problems, n: int, sampling: SamplingConfig, se
     bar = Progress(steps, desc, progress, every=max(1, steps // 10), unit="decoding steps")
     try:
         rb = sample(model, tok, [p.prompt for p in rows_p], params, generator=gen, batch_size=batch_size,
+                    environments=environments_for(task, rows_p, params), problems=rows_p,
                     on_step=bar.update)
     finally:
         bar.close()
@@ -47,9 +49,9 @@ def samples_for(model, tok, task, problems, n: int, sampling: SamplingConfig, se
 
 
 def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict]:
-    n_tok = rb.lengths.tolist()
-    logp_sum = (rb.behaviour_logp * rb.completion_mask).sum(-1).tolist()
-    ent_sum = (rb.entropy * rb.completion_mask).sum(-1).tolist()
+    n_tok = rb.policy_lengths.tolist()  # the policy's tokens (a tool task's observations are not)
+    logp_sum = (rb.behaviour_logp * rb.policy_mask).sum(-1).tolist()
+    ent_sum = (rb.entropy * rb.policy_mask).sum(-1).tolist()
     out = []
     for i, (v, p) in enumerate(zip(verdicts, problems)):
         k = max(1, n_tok[i])
@@ -60,6 +62,10 @@ def rows_from(rb: RolloutBatch, verdicts, problems, task_name: str) -> list[dict
             "mean_logp": logp_sum[i] / k, "mean_entropy": ent_sum[i] / k,
             "finish_reason": rb.finish_reason[i], "task": task_name,
         })
+        if rb.episodes is not None:  # a tool task's episode: its environment tokens and tool calls
+            e = rb.episodes[i]
+            out[-1].update(turns=e.turns, tool_calls=e.tool_calls, failed_calls=e.failed_calls,
+                           env_tokens=e.env_tokens)
     return out
 
 

@@ -234,7 +234,16 @@ def iter_imported(path: str | Path, fmt: str = "auto", columns: str | None = Non
     the file is read once (twice under the rule ``max``, whose largest score is found first), so memory
     is bounded by a row (a parquet batch; a ``.json`` document is parsed whole). Progress on stderr
     unless ``quiet``. A file's errors (a bad row, partial scores without a rule) raise when met; the
-    partial-scores error after the last row."""
+    partial-scores error after the last row. A file that is not text (nor parquet) is a UserError naming it."""
+    try:
+        yield from _iter_file(path, fmt, columns, task, rule, reverify, quiet)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a samples file: JSONL, "
+                        "CSV or parquet") from None
+
+
+def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule: Rule, reverify: bool,
+               quiet: bool) -> Iterator[dict]:
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     if reverify and task is None:

@@ -36,8 +36,13 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "mean_entropy": ((int, float), True, "a number"),
     "split": ((str,), False, "a string"),
     "task": ((str,), False, "a string"),
+    "turns": ((int,), False, "a non-negative integer"),  # a tool task's episode (rlvr.rollout.episodes)
+    "tool_calls": ((int,), False, "a non-negative integer"),
+    "failed_calls": ((int,), False, "a non-negative integer"),
+    "env_tokens": ((int,), False, "a non-negative integer"),
 }
 _NUMERIC = {"reward", "mean_logp", "mean_entropy"}
+_COUNTS = {"num_tokens", "turns", "tool_calls", "failed_calls", "env_tokens"}
 
 
 def _field_error(row: Mapping[str, Any], key: str) -> str | None:
@@ -52,8 +57,8 @@ def _field_error(row: Mapping[str, Any], key: str) -> str | None:
         return f"field '{key}' must be {desc}, got {type(value).__name__} {value!r:.40}"
     if key in _NUMERIC and not math.isfinite(value):
         return f"field '{key}' must be a finite number, got {value!r}"
-    if key == "num_tokens" and value < 0:
-        return f"field 'num_tokens' must be a non-negative integer, got {value}"
+    if key in _COUNTS and value < 0:
+        return f"field '{key}' must be a non-negative integer, got {value}"
     return None
 
 
@@ -76,7 +81,7 @@ def _plainly_valid(row: dict) -> bool:
         kind = type(value)
         if kind not in types or (kind is float and not -_INF < value < _INF):  # NaN fails both comparisons
             return False
-        if kind is int and key == "num_tokens" and value < 0:
+        if kind is int and key in _COUNTS and value < 0:
             return False
     return True
 

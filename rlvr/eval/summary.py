@@ -28,7 +28,7 @@ from rlvr.eval.support import (
     support_counts,
     support_rates,
 )
-from rlvr.eval.tally import ExactSum, ProblemTally, Tallies, restrict, tally_rows
+from rlvr.eval.tally import ExactSum, ProblemTally, Tallies, ToolTally, restrict, tally_rows
 from rlvr.rewards.intrinsic import answer_clusters, majority_vote_reward
 
 Row = Mapping[str, Any]
@@ -140,6 +140,35 @@ def _row_stats(tallies: Tallies) -> dict[str, Any]:
     }
 
 
+def tool_call_stats(rows: Sequence[Row]) -> dict[str, Any]:
+    """A tool task's episode statistics (``{}`` when no row has ``tool_calls``): tool calls per episode,
+    the share of calls that failed, the share of episodes with a call, and the accuracy of the
+    episodes with and without a call (None when there are none of them); :func:`tool_stats_of_tallies`
+    of the rows' tallies."""
+    return tool_stats_of_tallies(tally_rows(rows))
+
+
+def tool_stats_of_tallies(tallies: Tallies) -> dict[str, Any]:
+    """:func:`tool_call_stats` from per-problem tallies (:class:`rlvr.eval.tally.ToolTally`: integer
+    counts, so the numbers equal those computed from the rows)."""
+    pooled = ToolTally()
+    for tally in tallies.values():
+        if tally.tools is not None:
+            pooled.merge(tally.tools)
+    episodes = pooled.episodes
+    if not episodes:
+        return {}
+    without = episodes - pooled.with_call
+    return {"tool_calls": {
+        "calls_per_episode": pooled.calls / episodes,
+        "failed_call_share": pooled.failed / pooled.calls if pooled.calls else None,
+        "episodes_with_call": pooled.with_call / episodes,
+        "accuracy_with_call": pooled.correct_with_call / pooled.with_call if pooled.with_call else None,
+        "accuracy_without_call": pooled.correct_without_call / without if without else None,
+        "env_tokens_per_episode": float(pooled.env_tokens) / episodes,
+    }}
+
+
 def summarize(
     rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 0, equal: Equal | None = None
 ) -> dict[str, Any]:
@@ -185,6 +214,7 @@ def summarize_tallies(
         **_diversity(tallies),
         **_majority(tallies, equal),
         "maj_at_k": _maj_at_k(tallies, ks, equal),
+        **tool_stats_of_tallies(tallies),
         "notes": notes,
     }
 

@@ -65,6 +65,36 @@ def exact_parts(values: list[float]) -> list[float]:
         parts.append(rest)
 
 
+class ToolTally:
+    """A tool task's episodes (rows with ``tool_calls``) of one problem, tallied: ``episodes``, and the
+    integer sums over them of ``tool_calls``, ``failed_calls`` and ``env_tokens`` (absent or null: 0),
+    episodes with a call (``with_call``) and the correct ones with and without a call."""
+
+    __slots__ = ("episodes", "calls", "failed", "env_tokens", "with_call", "correct_with_call",
+                 "correct_without_call")
+
+    def __init__(self) -> None:
+        self.episodes = self.calls = self.failed = self.env_tokens = 0
+        self.with_call = self.correct_with_call = self.correct_without_call = 0
+
+    def add(self, row: Mapping[str, Any], ok: bool) -> None:
+        """Tally one episode (``row["tool_calls"]`` not None); ``ok``: the sample is correct."""
+        calls = row["tool_calls"]
+        self.episodes += 1
+        self.calls += calls
+        self.failed += row.get("failed_calls") or 0
+        self.env_tokens += row.get("env_tokens") or 0
+        if calls:
+            self.with_call += 1
+            self.correct_with_call += ok
+        else:
+            self.correct_without_call += ok
+
+    def merge(self, other: ToolTally) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
 class ProblemTally:
     """One problem's samples, tallied.
 
@@ -76,10 +106,12 @@ class ProblemTally:
     - exact sums: reward (``reward_sum``, ``rewards``), ``num_tokens`` (``length_sum``, ``lengths``),
       mean_entropy x num_tokens over rows with both (``entropy_sum``, ``entropy_tokens``), and
       ``finish_reasons`` counts.
+    - ``tools``: its tool-task episodes (:class:`ToolTally`), None until a row has ``tool_calls``.
     """
 
     __slots__ = ("n", "correct", "first_correct", "answers", "has_answer", "has_completion", "correct_traces",
-                 "reward_sum", "rewards", "length_sum", "lengths", "entropy_sum", "entropy_tokens", "finish_reasons")
+                 "reward_sum", "rewards", "length_sum", "lengths", "entropy_sum", "entropy_tokens", "finish_reasons",
+                 "tools")
 
     def __init__(self) -> None:
         self.n = self.correct = self.rewards = self.length_sum = self.lengths = self.entropy_tokens = 0
@@ -89,6 +121,7 @@ class ProblemTally:
         self.correct_traces: set[int] = set()
         self.reward_sum, self.entropy_sum = ExactSum(), ExactSum()
         self.finish_reasons: Counter[str] = Counter()
+        self.tools: ToolTally | None = None
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Tally one validated samples row (:func:`rlvr.eval.samples.validate_row`); correct as
@@ -133,6 +166,10 @@ class ProblemTally:
         reason = get("finish_reason")
         if reason is not None:
             self.finish_reasons[reason] += 1
+        if get("tool_calls") is not None:
+            if self.tools is None:
+                self.tools = ToolTally()
+            self.tools.add(row, ok)
 
     def merge(self, other: ProblemTally) -> None:
         """Add ``other``'s samples as if they followed this problem's in the file."""
@@ -154,6 +191,10 @@ class ProblemTally:
         self.lengths += other.lengths
         self.entropy_tokens += other.entropy_tokens
         self.finish_reasons.update(other.finish_reasons)
+        if other.tools is not None:
+            if self.tools is None:
+                self.tools = ToolTally()
+            self.tools.merge(other.tools)
 
     def answer_list(self) -> list[str | None]:
         """The problem's answers as a group in which each distinct answer appears in its order of first

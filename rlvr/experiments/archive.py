@@ -5,12 +5,14 @@ survives the loss of its output folder.
 
 - ``models/<model-id>.json``: a finished model's ``done.json`` with its run's ``train_summary.json``
   and ``machine.json`` (what the page's Models section reads; never the weights);
-- ``evals/<protocol>/<cell>.json.gz``: an evaluation cell's ``key`` and ``stats.json`` (gzip with no
+- ``evals/<protocol>/<cell>.json.gz``: an evaluation cell's ``key``, ``stats.json`` and
+  ``computed_at`` (when it was computed, None where the cell did not record it; gzip with no
   timestamp, so an unchanged cell is an unchanged file); a dynamics cell keeps only the experiment's
   ``archive.series`` when it declares them (``stats["archived_series"]`` then names them).
 
 ``rlvr reproduce NAME --resume-published`` puts every record the output folder lacks back in place
-(it never overwrites a local one): the runner then counts those models and cells as done. A model
+(it never overwrites a local one): the runner then counts those models and cells as done, and a
+restored cell keeps the time it was computed ("unknown" where its record has none). A model
 restored this way has no checkpoint here; an evaluation it still lacks stops with a message saying so.
 """
 
@@ -21,6 +23,7 @@ import json
 import shutil
 from pathlib import Path
 
+from rlvr.experiments.cells import UNKNOWN_TIME, cell_time
 from rlvr.paths import atomic_write
 
 RUN_RECORDS = ("train_summary.json", "machine.json")  # of models/<id>/run/, kept beside done.json
@@ -65,7 +68,8 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
             continue
         cell = dest / "evals" / stats_file.parent.parent.name / f"{stats_file.parent.name}.json.gz"
         cell.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(cell, _gz({"key": key_file.read_text(), "stats": prune(stats, series)}))
+        atomic_write(cell, _gz({"key": key_file.read_text(), "stats": prune(stats, series),
+                                "computed_at": cell_time(stats_file.parent)}))
         counts["evals"] += 1
     return counts
 
@@ -91,5 +95,6 @@ def restore_archive(src: Path, out: Path) -> dict[str, int]:
         rec = json.loads(gzip.decompress(cell.read_bytes()))
         atomic_write(d / "key", rec["key"])  # the key first: a cell with a key and no stats is unfinished
         atomic_write(d / "stats.json", json.dumps(rec["stats"]))
+        atomic_write(d / "computed_at", rec.get("computed_at") or UNKNOWN_TIME)
         counts["evals"] += 1
     return counts

@@ -14,15 +14,49 @@ A unit is one (checkpoint, seed). ``pairs`` lists, per checkpoint, the models th
 
 The estimate is Pearson's r (``stat: rho``: Spearman's) with a bootstrap interval that resamples
 whole checkpoints (the seeds of one checkpoint share its x, or its base) unless ``cluster: false``.
+The details add an exact permutation test over checkpoints (:func:`permutation_p`: the checkpoints'
+x values permuted among them, every permutation, the share whose r is at least as far from 0 in the
+observed direction). It is not identifiable here (:func:`too_few_clusters`) when the resampled
+units are too few for a 95% percentile interval: G checkpoints drawn G times with replacement give
+at most C(2G - 1, G) distinct resamples, and a 2.5% tail needs at least 40 of them (G >= 5; 3
+checkpoints give 10).
 """
 
 from __future__ import annotations
 
-from rlvr.analysis.association import associate
+from dataclasses import dataclass
+from itertools import permutations
+from math import comb
+
+import numpy as np
+
+from rlvr.analysis.association import associate, pearson
 from rlvr.analysis.collapse import analyse_run
 from rlvr.errors import UserError
 from rlvr.experiments.cells import cell_passk
+from rlvr.experiments.registry import Args, Measure, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
+
+ALPHA = 0.05
+
+
+def distinct_resamples(units: int) -> int:
+    """How many distinct multisets a bootstrap of ``units`` units drawn ``units`` times can take:
+    C(2n - 1, n) (n = 3: 10; n = 5: 126)."""
+    return comb(2 * units - 1, units) if units > 0 else 0
+
+
+def too_few_clusters(args: dict, estimates, details: dict) -> str:
+    """Why an association's 95% interval is not identified ('' when it is): fewer distinct bootstrap
+    resamples than 2 / alpha = 40, so the percentile bounds are single resamples, not tails."""
+    clustered = args["cluster"]
+    units = len(args["pairs"]) if clustered else int(details.get("units", 0))
+    need = round(2 / ALPHA)
+    if distinct_resamples(units) >= need:
+        return ""
+    what = "checkpoints" if clustered else "units"
+    return (f"{units} {what}: the bootstrap over {what} has at most {distinct_resamples(units)} distinct resamples, "
+            f"and a 95% interval needs at least {need} (5 or more {what})")
 
 
 def passk(stats: dict, k: int) -> float:
@@ -40,18 +74,41 @@ def _gain(get, ev: str, rl: str, start: str, s, k: int) -> float:
     return passk(m, k) - passk(b, k)
 
 
+def permutation_p(x: list, y: list, groups: list) -> float:
+    """One-sided p of Pearson's r over every permutation of the groups' x values among the groups
+    (a group's units share its x): the share of permutations whose r is at least the observed one
+    in the observed direction (itself included); nan for more than 8 groups (40,320 permutations) or
+    an undefined r."""
+    ids = list(dict.fromkeys(groups))
+    if len(ids) > 8:
+        return float("nan")
+    gx = {g: x[groups.index(g)] for g in ids}
+    observed = pearson(np.asarray(x, float), np.asarray(y, float))
+    if not np.isfinite(observed):
+        return float("nan")
+    sign = 1.0 if observed >= 0 else -1.0
+    hits = total = 0
+    for perm in permutations(ids):
+        moved = dict(zip(ids, (gx[g] for g in perm)))
+        r = pearson(np.asarray([moved[g] for g in groups], float), np.asarray(y, float))
+        total += 1
+        hits += bool(np.isfinite(r) and sign * r >= sign * observed - 1e-12)
+    return hits / total
+
+
 def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate], dict]:
-    a = associate(x, y, groups if args.get("cluster", True) else None)
-    if args.get("stat", "r") == "rho":
+    a = associate(x, y, groups if args["cluster"] else None)
+    if args["stat"] == "rho":
         value, lo, hi = a.rho, a.rho_low, a.rho_high
     else:
         value, lo, hi = a.r, a.r_low, a.r_high
     return [Estimate(None, value, lo, hi)], {"units": a.n, "r": a.r, "r_interval": [a.r_low, a.r_high],
-                                             "rho": a.rho, "rho_interval": [a.rho_low, a.rho_high]}
+                                             "rho": a.rho, "rho_interval": [a.rho_low, a.rho_high],
+                                             "permutation_p": permutation_p(x, y, groups)}
 
 
 def gain_association(get, args: dict, seeds, against_seeds):
-    k, gk = int(args.get("k", 1)), int(args.get("gain_k", 1))
+    k, gk = int(args["k"]), int(args["gain_k"])
     x, y, groups, points = [], [], [], {}
     for i, (rl, start) in enumerate(args["pairs"]):
         base_k = passk(get(args["eval"], start, None), k)
@@ -77,7 +134,7 @@ def collapse_step_of(stats: dict, window: int, threshold: float) -> tuple[float,
 
 
 def collapse_association(get, args: dict, seeds, against_seeds):
-    gk, window, thr = int(args.get("gain_k", 1)), int(args.get("window", 3)), float(args.get("threshold", 0.01))
+    gk, window, thr = int(args["gain_k"]), int(args["window"]), float(args["threshold"])
     x, y, groups, points, censored = [], [], [], {}, 0
     for i, (intrinsic, rl, start) in enumerate(args["pairs"]):
         for s in seeds:
@@ -90,3 +147,67 @@ def collapse_association(get, args: dict, seeds, against_seeds):
             points[f"{intrinsic} {seed_label(s)}"] = {"collapse_step": step, "collapsed": collapsed, "gain": g}
     est, details = _estimate(args, x, y, groups)
     return est, {**details, "censored": censored, "points": points}
+
+
+STATS = ("r", "rho")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssociationArgs(Args):
+    pairs: tuple[tuple[str, ...], ...]
+    """Per checkpoint, the models that describe it (see the module docstring)."""
+    gain_k: int = 1
+    """The gain is in pass@gain_k."""
+    stat: str = "r"
+    """r (Pearson) | rho (Spearman)."""
+    cluster: bool = True
+    """Resample whole checkpoints (their seeds share the checkpoint's x)."""
+
+    def __post_init__(self):
+        one_of(self.stat, STATS, "stat")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GainArgs(AssociationArgs):
+    k: int = 1
+    """x is the start checkpoint's pass@k."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollapseAssociationArgs(AssociationArgs):
+    dynamics: str
+    """The dynamics evaluation of the intrinsic-reward runs (each pair's first model)."""
+    window: int = 3
+    """Steps in the trailing mean of the reward accuracy."""
+    threshold: float = 0.01
+    """A run has collapsed at the first step whose trailing mean is below it."""
+
+
+def _association_detail(d: dict, a: dict) -> str:
+    def num(v):
+        return "-" if v is None else f"{v:.3g}"
+
+    return (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
+            f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "
+            f"{d['rho_interval'][1]:+.3f}]"
+            + (f", permutation p (over checkpoints) {d['permutation_p']:.3f}" if "permutation_p" in d else "")
+            + (f"; {d['censored']} run(s) never collapsed (counted at their "
+                                               "last step + 1)" if d.get("censored") else "")
+            + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {num(v)}" for k, v in p.items())
+                               for u, p in d["points"].items()))
+
+
+def _which(a: dict) -> str:
+    return "Spearman" if a["stat"] == "rho" else "Pearson"
+
+
+RESAMPLED = "checkpoints resampled for the correlations"
+register(
+    Measure("gain_association", gain_association, GainArgs,
+            lambda a: f"{_which(a)} corr(start's pass@{a['k']}, RL's gain in pass@{a['gain_k']}) across checkpoints "
+                      "x seeds", RESAMPLED, _association_detail, too_few_clusters, models=()),
+    Measure("collapse_association", collapse_association, CollapseAssociationArgs,
+            lambda a: f"{_which(a)} corr(collapse step of the intrinsic run, supervised RL's gain in "
+                      f"pass@{a['gain_k']}) across checkpoints x seeds", RESAMPLED, _association_detail,
+            too_few_clusters, models=()),
+)

@@ -1,15 +1,21 @@
-"""One evaluation cell's folder: ``stats.json`` (the finished result) and ``key`` (what decided it);
-and the per-problem pass@k of a sampling cell's statistics."""
+"""One evaluation cell's folder: ``stats.json`` (the finished result), ``key`` (what decided it) and
+``computed_at`` (when it was computed: the provenance of the claims that read it); and the per-problem
+pass@k of a sampling cell's statistics."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 from rlvr.eval.passk import pass_at_k_matrix
+from rlvr.paths import atomic_write
+
+UNKNOWN_TIME = "unknown"
+"""``computed_at`` of a cell restored from a record that did not carry its time."""
 
 
 def open_cell(out: Path, key: str) -> dict | None:
@@ -24,6 +30,27 @@ def open_cell(out: Path, key: str) -> dict | None:
     out.mkdir(parents=True, exist_ok=True)
     key_file.write_text(key)
     return None
+
+
+def finish_cell(out: Path, stats: dict) -> dict:
+    """Write a finished cell: ``out/stats.json``, then ``out/computed_at`` (ISO 8601 UTC) -> stats."""
+    atomic_write(out / "stats.json", json.dumps(stats))
+    atomic_write(out / "computed_at", datetime.now(UTC).isoformat(timespec="seconds"))
+    return stats
+
+
+def cell_time(out: Path) -> str | None:
+    """When the cell in ``out`` was computed (ISO 8601): its ``computed_at``; a cell written before
+    cells recorded it: its ``stats.json``'s modification time; a restored cell whose record had no
+    time, or no cell: None."""
+    stamp = out / "computed_at"
+    if stamp.exists():
+        text = stamp.read_text().strip()
+        return None if text in ("", UNKNOWN_TIME) else text
+    done = out / "stats.json"
+    if not done.exists():
+        return None
+    return datetime.fromtimestamp(done.stat().st_mtime, UTC).isoformat(timespec="seconds")
 
 
 def cell_passk(stats: dict, ks) -> np.ndarray:

@@ -9,6 +9,8 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
   run's compute (R0 fixed to the first evaluation), predict the last evaluation. The estimate is
   tolerance - |predicted - observed|, with its interval from the fit's bootstrap curves at the end
   (> 0 beyond the interval: the prediction lies within the tolerance whatever the fit's uncertainty).
+  Not identifiable (:func:`below_jitter`) when the tolerance is below the evaluation's own jitter
+  (:func:`jitter`): one noisy final evaluation could not land within it even from a perfect fit.
 - ``curve_param_diff`` (eval, model, against, param: A | B | C_mid, log = false, tolerance): the mean
   over seeds of ``model``'s fitted parameter minus ``against``'s, one shared estimate whose interval
   resamples seeds and each fit's bootstrap replicates (:func:`rlvr.analysis.predictability.param_diff`).
@@ -17,20 +19,22 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
 - ``curve_shift_balance`` (eval, model, against): |ln(B_model / B_against)| - |ln(gain_model /
   gain_against)| with gain = A - R0, one shared estimate (> 0: the intervention moved the efficiency
   exponent more than the ceiling, in relative terms; :func:`rlvr.analysis.predictability.shift_balance`).
-  Both withhold a direction (details ``withheld``: the verdict is at most inconclusive) unless every
-  fit of both arms is bent: parameters read off a curve that has not bent are extrapolations.
+  Both are *not identifiable here* (:func:`unbent`) unless every fit of both arms is bent: parameters
+  read off a curve that has not bent are extrapolations.
 - ``early_ranking`` (eval, model, against, fraction): +1 when the fits on the first ``fraction`` of
   compute rank the two runs' final pass rates as they end (-1 when not), per seed; details say who led
-  early and who ended higher (a crossing).
+  early and who ended higher (a crossing). Not identifiable (:func:`never_crossed`) unless the runs
+  crossed in every seed: where the early leader also ends ahead, any ranking that follows the lead is right.
 - ``crossing_scan`` (eval, model, arms, fraction, margin = 0.02): every pair of ``[model, *arms]``
   (the runs on disk) whose early leader (mean over the first ``fraction`` of compute) ends lower
   (mean of the last 3 evaluations), both gaps above ``margin``: a crossing. Per seed with at least one
   crossing: 2 x (share of crossings whose early fits pick the final leader) - 1, in [-1, 1]; no
-  crossing in any seed -> "not measured", saying so.
+  crossing in any seed: not identifiable (:func:`no_crossing`), saying so.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -38,6 +42,7 @@ import numpy as np
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end, shift_balance
 from rlvr.errors import UserError
+from rlvr.experiments.registry import Measure, ModelArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
 
 N_BOOT = 200
@@ -58,11 +63,17 @@ def curve(stats: dict, x: str = "samples") -> tuple[np.ndarray, np.ndarray]:
 
 
 
+def jitter(R: np.ndarray) -> float:
+    """The sd of one evaluation's noise, from the step-to-step differences of a held-out series
+    (N,): sd(diff(R)) / sqrt(2), the trend between neighbouring evaluations taken as negligible."""
+    return float(np.std(np.diff(R), ddof=1) / np.sqrt(2)) if R.size > 2 else float("nan")
+
+
 def curve_prediction(get, args: dict, seeds, against_seeds):
-    frac, tol = float(args["fraction"]), float(args.get("tolerance", 0.02))
+    frac, tol = float(args["fraction"]), float(args["tolerance"])
     out, details = [], {}
     for s in seeds:
-        C, R = curve(get(args["eval"], args["model"], s), args.get("x", "samples"))
+        C, R = curve(get(args["eval"], args["model"], s), args["x"])
         p = predict_end(C, R, frac, n_boot=N_BOOT, seed=s or 0)
         b = p.boot  # the early fit's replicates, at the end without the residual noise of p's interval
         ends = sigmoid_curve(float(C[-1]), b.R0, b.A, b.B, b.C_mid)
@@ -71,8 +82,21 @@ def curve_prediction(get, args: dict, seeds, against_seeds):
         best = 0.0 if e_lo <= 0 <= e_hi else min(abs(e_lo), abs(e_hi), abs(p.error))
         out.append(Estimate(s, tol - abs(p.error), tol - worst, tol - best))
         details[seed_label(s)] = {"predicted": p.predicted, "observed": p.observed, "error": p.error,
-                              "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points}
+                                  "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points,
+                                  "jitter": jitter(R)}
     return out, details
+
+
+def below_jitter(args: dict, estimates, details: dict) -> str:
+    """Why a prediction cannot pass ('' when it can): its tolerance is below the jitter of the final
+    evaluation it is checked against (the quietest seed's)."""
+    tol = float(args["tolerance"])
+    sds = [x["jitter"] for x in details.values() if np.isfinite(x.get("jitter", np.nan))]
+    if not sds or tol >= min(sds):
+        return ""
+    return (f"the tolerance ({100 * tol:.1f} pts) is below one evaluation's own jitter (sd {100 * min(sds):.1f}-"
+            f"{100 * max(sds):.1f} pts, from the step-to-step differences of the series): a perfect fit would "
+            "still miss the final point by more than the tolerance about half the time")
 
 
 _FITS: dict[tuple, tuple] = {}
@@ -93,20 +117,23 @@ def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None):
 
 def _arms(get, args: dict, seeds, against_seeds) -> list[list]:
     """The fits with replicates of ``model``'s and ``against``'s runs, one per seed."""
-    x = args.get("x", "samples")
+    x = args["x"]
     return [[fit_run(*curve(get(args["eval"], name, s), x), s) for s in ss]
             for name, ss in ((args["model"], seeds), (args["against"], against_seeds))]
 
 
 def _bent(args: dict, arms: list[list]) -> dict:
-    """The details every parameter comparison carries: per arm, whether each seed's fit bent, and
-    :func:`withheld`'s reason."""
-    bent = {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}
-    return {"bent": bent, "withheld": withheld(bent)}
+    """The details every parameter comparison carries: per arm, whether each seed's fit bent."""
+    return {"bent": {n: [f.bent for f, _ in arm] for n, arm in zip((args["model"], args["against"]), arms)}}
+
+
+def unbent(args: dict, estimates, details: dict) -> str:
+    """The identification rule of the parameter comparisons: :func:`withheld` of ``details["bent"]``."""
+    return withheld(details["bent"])
 
 
 def withheld(bent: dict[str, list[bool]]) -> str:
-    """Why a comparison of fitted parameters cannot decide a direction ('' when it can): every fit of
+    """Why a comparison of fitted parameters is not identifiable here ('' when it is): every fit of
     both arms must be bent, else A (and B and C_mid, which trade off with it) is an extrapolation
     whose bootstrap interval understates how little the data pin it down (a fit with C_mid beyond the
     data often puts A at its bound)."""
@@ -118,10 +145,8 @@ def withheld(bent: dict[str, list[bool]]) -> str:
 
 def curve_param_diff(get, args: dict, seeds, against_seeds):
     param = args["param"]
-    if param not in ("A", "B", "C_mid"):
-        raise UserError(f"curve_param_diff: param must be A, B or C_mid, got {param!r}")
     arms = _arms(get, args, seeds, against_seeds)
-    d = param_diff(arms[0], arms[1], param, log=bool(args.get("log", False)))
+    d = param_diff(arms[0], arms[1], param, log=bool(args["log"]))
     details = {"model": d.a, "against": d.b, "diff": d.diff, "interval": [d.low, d.high], **_bent(args, arms)}
     if "tolerance" not in args:
         return [Estimate(None, d.diff, d.low, d.high)], details
@@ -139,7 +164,7 @@ def curve_shift_balance(get, args: dict, seeds, against_seeds):
 
 
 def early_ranking(get, args: dict, seeds, against_seeds):
-    frac, x = float(args["fraction"]), args.get("x", "samples")
+    frac, x = float(args["fraction"]), args["x"]
     paired = seeds if seeds != [None] else against_seeds
     out, details = [], {}
     for i, s in enumerate(paired):
@@ -150,12 +175,22 @@ def early_ranking(get, args: dict, seeds, against_seeds):
         v = 1.0 if c.ranked_right else -1.0
         out.append(Estimate(s, v, v, v))
         details[seed_label(s)] = {"early_leader": c.early_leader, "final_leader": c.final_leader,
-                              "predicted_leader": c.predicted_leader, "crossed": c.crossed}
+                                  "predicted_leader": c.predicted_leader, "crossed": c.crossed}
     return out, details
 
 
+def never_crossed(args: dict, estimates, details: dict) -> str:
+    """Why a ranking is degenerate ('' when every seed's pair crossed): a pair that did not cross ends
+    as it began, so fits that follow the early lead rank it right whatever they are worth."""
+    flat = [s for s, x in details.items() if not x["crossed"]]
+    if not flat:
+        return ""
+    return (f"{args['model']} and {args['against']} did not cross in {', '.join(flat)} of {len(details)} seed(s) "
+            "(the early leader ends ahead): any ranking that follows the early lead is right")
+
+
 def crossing_scan(get, args: dict, seeds, against_seeds):
-    frac, x, margin = float(args["fraction"]), args.get("x", "samples"), float(args.get("margin", 0.02))
+    frac, x, margin = float(args["fraction"]), args["x"], float(args["margin"])
     names = [args["model"], *args["arms"]]
     out, details = [], {}
     for s in seeds:
@@ -180,8 +215,141 @@ def crossing_scan(get, args: dict, seeds, against_seeds):
             out.append(Estimate(s, v, v, v))
     if not any(d["runs"] >= 2 for d in details.values()):
         raise FileNotFoundError(f"fewer than 2 of the runs {', '.join(names)} on disk in every seed")
-    if not out:
-        runs = max(d["runs"] for d in details.values())
-        raise UserError(f"no crossing: in no seed did the run ahead over the first {frac:.0%} of compute end "
-                        f"lower, both gaps above {margin:g}, among {runs} runs")
     return out, details
+
+
+def no_crossing(args: dict, estimates, details: dict) -> str:
+    """Why a crossing scan has nothing to rank ('' when some seed has a crossing)."""
+    if estimates:
+        return ""
+    runs = max(d["runs"] for d in details.values())
+    return (f"no crossing: in no seed did the run ahead over the first {float(args['fraction']):.0%} of compute "
+            f"end lower, both gaps above {float(args['margin']):g}, among {runs} runs")
+
+
+SECTION = "Curves"
+PARAMS = ("A", "B", "C_mid")
+AXES = ("samples", "flops")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveArgs(ModelArgs):
+    x: str = "samples"
+    """The compute axis: samples | flops."""
+
+    def __post_init__(self):
+        one_of(self.x, AXES, "x")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictionArgs(CurveArgs):
+    fraction: float
+    """The share of compute the early fit sees."""
+    tolerance: float = 0.02
+    """How close the prediction must come to the last evaluation."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareArgs(CurveArgs):
+    against: str
+    """The run it is compared with."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParamArgs(CompareArgs):
+    param: str
+    """A | B | C_mid."""
+    log: bool = False
+    """Compare ln(param)."""
+    tolerance: float | None = None
+    """Given: the estimate is tolerance - |difference| (a robustness claim)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        one_of(self.param, PARAMS, "param")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankingArgs(CompareArgs):
+    fraction: float
+    """The share of compute the early fits see."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanArgs(CurveArgs):
+    arms: tuple[str, ...]
+    """The other runs scanned with ``model``."""
+    fraction: float
+    """The share of compute the early fits see."""
+    margin: float = 0.02
+    """Both gaps (early, final) of a crossing exceed it."""
+
+
+def _prediction_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: predicted {x['predicted']:.3f}, observed {x['observed']:.3f}, error "
+                     f"{100 * x['error']:+.1f} pts [{100 * x['error_interval'][0]:+.1f}, "
+                     f"{100 * x['error_interval'][1]:+.1f}], {x['points']} points fitted, "
+                     f"{'bent' if x['bent'] else 'not bent'}"
+                     + (f", jitter sd {100 * x['jitter']:.1f} pts" if "jitter" in x else "") for s, x in d.items())
+
+
+def _bent_text(d: dict, name: str) -> str:
+    flags = d["bent"][name]
+    return f"{name} bent in {sum(flags)} of {len(flags)}"
+
+
+def _param_detail(d: dict, a: dict) -> str:
+    lo, hi = d["interval"]
+    return (f"{a['model']} {d['model']:.3f} vs {a['against']} {d['against']:.3f}: difference {d['diff']:+.3f} "
+            f"[{lo:+.3f}, {hi:+.3f}]; {_bent_text(d, a['model'])}, {_bent_text(d, a['against'])}")
+
+
+def _balance_detail(d: dict, a: dict) -> str:
+    return (f"ln(B ratio) {d['d_ln_B']:+.3f}, ln((A - R0) ratio) {d['d_ln_gain']:+.3f}; "
+            f"{_bent_text(d, a['model'])}, {_bent_text(d, a['against'])}")
+
+
+def _ranking_detail(d: dict, a: dict) -> str:
+    names = {"a": a["model"], "b": a["against"]}
+    return "; ".join(f"{s}: early leader {names[x['early_leader']]}, final leader {names[x['final_leader']]}, "
+                     f"early fits pick {names[x['predicted_leader']]}" + (" (crossed)" if x["crossed"] else "")
+                     for s, x in d.items())
+
+
+def _scan_detail(d: dict, a: dict) -> str:
+    def one(f: dict) -> str:
+        return (f"{f['early_leader']} ahead early by {100 * f['early_gap']:.1f} pts, {f['final_leader']} ends "
+                f"higher by {100 * f['final_gap']:.1f}, early fits {'right' if f['ranked_right'] else 'wrong'}")
+
+    return "; ".join(f"{s}: {len(x['crossings'])} crossing(s) among {x['runs']} runs ({x['pairs']} pairs)"
+                     + (": " + ", ".join(one(f) for f in x["crossings"][:5]) if x["crossings"] else "")
+                     + (f", and {len(x['crossings']) - 5} more" if len(x["crossings"]) > 5 else "")
+                     for s, x in d.items())
+
+
+def _param_text(a: dict) -> str:
+    tol = "tolerance" in a
+    return ((f"{a['tolerance']} - |" if tol else "") + f"{'ln ' if a['log'] else ''}{a['param']} {a['model']} - "
+            f"{a['against']}" + ("|" if tol else "") + " (mean over seeds)")
+
+
+FITTED = "seeds and each fit's bootstrap replicates resampled for the curve parameters"
+register(
+    Measure("curve_prediction", curve_prediction, PredictionArgs,
+            lambda a: f"{a['tolerance']} - |predicted - observed final pass rate|, fit on the first "
+                      f"{a['fraction']:.0%} of compute, {a['model']}",
+            "the early fit's bootstrap curves for the predictions", _prediction_detail, below_jitter, SECTION),
+    Measure("curve_param_diff", curve_param_diff, ParamArgs, _param_text, FITTED, _param_detail, unbent, SECTION),
+    Measure("curve_shift_balance", curve_shift_balance, CompareArgs,
+            lambda a: f"|ln B ratio| - |ln (A - R0) ratio|, {a['model']} vs {a['against']} (> 0: B moved more than A)",
+            FITTED, _balance_detail, unbent, SECTION),
+    Measure("early_ranking", early_ranking, RankingArgs,
+            lambda a: f"+1 when fits on the first {a['fraction']:.0%} of compute rank {a['model']} and "
+                      f"{a['against']} as they end, else -1", "none for the rankings (+1 / -1 per seed)",
+            _ranking_detail, never_crossed, SECTION),
+    Measure("crossing_scan", crossing_scan, ScanArgs,
+            lambda a: f"2 x share of crossing pairs (gaps > {a['margin']:g}) whose fits on the first "
+                      f"{a['fraction']:.0%} of compute pick the final leader - 1, among {a['model']} and "
+                      f"{len(a['arms'])} arms", "none for the crossing scan (a share of pairs per seed)", _scan_detail,
+            no_crossing, SECTION),
+)

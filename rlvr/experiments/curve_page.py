@@ -18,8 +18,10 @@ from rlvr.analysis.curves import sigmoid_curve
 from rlvr.analysis.predictability import fit_with_replicates, param_diff
 from rlvr.errors import UserError
 from rlvr.experiments.curve_measures import curve, fit_run
+from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.page_plots import page_colours
 
-CURVE_MEASURES = ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan")
+SECTION = "Curves"
 PER_PLOT = 4  # models drawn with the reference in one plot
 
 
@@ -48,7 +50,7 @@ def _span(vals: list[float], spec: str, cap: float | None = None) -> str:
 def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
     """Markdown lines (empty unless a claim uses a curve measure); ``load(ev, model, seed)`` ->
     stats. Writes ``out/plots/curves_N.png``."""
-    if not any(c.measure in CURVE_MEASURES for c in exp.claims):
+    if not any(reads_curves(c) for c in exp.claims):
         return []
     evs = [e for e in exp.evaluations.values() if e.kind == "dynamics"]
     models = list(dict.fromkeys(m for e in evs for m in e.models))
@@ -98,11 +100,16 @@ def curve_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]
                 d = param_diff(ma, ra, param, log=log)
                 cols.append(f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
             lines.append(f"| {m} | {r} | " + " | ".join(cols) + " |")
-    lines += ["", *_plots(runs, refs, out), ""]
+    lines += ["", *_plots(runs, refs, out, page_colours(exp)), ""]
     return lines
 
 
-def _mean_series(name: str, rs: list) -> CurveSeries | None:
+def reads_curves(claim) -> bool:
+    """Whether ``claim``'s measure reads compute-performance curves (its registered section)."""
+    return MEASURES[claim.measure].section == SECTION
+
+
+def _mean_series(name: str, rs: list, colour: str | None = None) -> CurveSeries | None:
     """The seeds' mean curve (on the points all seeds evaluated) and its fit, for drawing."""
     n = min(C.size for _, C, *_ in rs)
     C = np.mean([C[:n] for _, C, *_ in rs], axis=0)
@@ -111,7 +118,7 @@ def _mean_series(name: str, rs: list) -> CurveSeries | None:
         fit, boot = fit_with_replicates(C, R, n_boot=50)
     except UserError:
         return None
-    return CurveSeries(f"{name} (mean of {len(rs)})", C, R, np.ones(n, bool), fit, boot)
+    return CurveSeries(f"{name} (mean of {len(rs)})", C, R, np.ones(n, bool), fit, boot, color=colour)
 
 
 def reference(exp, model: str, default: str | None) -> str | None:
@@ -119,14 +126,14 @@ def reference(exp, model: str, default: str | None) -> str | None:
     first curve claim on it that names one (e.g. an ablation on a length-bound variant against that
     variant), else ``default``."""
     for c in exp.claims:
-        if c.measure in CURVE_MEASURES and c.args.get("model") == model and c.args.get("against"):
+        if reads_curves(c) and c.args.get("model") == model and c.args.get("against"):
             return c.args["against"]
     return default
 
 
-def _plots(runs: dict, refs: dict[str, str], out: Path) -> list[str]:
+def _plots(runs: dict, refs: dict[str, str], out: Path, colours: dict[str, str]) -> list[str]:
     """One plot per reference and up to PER_PLOT of the models compared with it (a model with no
-    reference, e.g. the only one, is drawn alone)."""
+    reference, e.g. the only one, is drawn alone); each model in its colour of the page."""
     by_ref: dict[str, list[str]] = {}
     for m, r in refs.items():
         by_ref.setdefault(r, []).append(m)
@@ -134,7 +141,7 @@ def _plots(runs: dict, refs: dict[str, str], out: Path) -> list[str]:
     groups = groups or [(m, []) for m in runs][:1]
     lines = []
     for i, (r, g) in enumerate(groups, 1):
-        series = [s for m in [r, *g] if (s := _mean_series(m, runs[m])) is not None]
+        series = [s for m in [r, *g] if (s := _mean_series(m, runs[m], colours.get(m))) is not None]
         if not series:
             continue
         p = plot_curves(series, out / "plots" / f"curves_{i}.png", x_label="training samples")

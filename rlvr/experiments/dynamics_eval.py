@@ -7,13 +7,12 @@ entropy-dynamics view"), pass rate and learning rate. ``stats.json`` =
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rlvr.algo.diagnostics import CELLS
 from rlvr.errors import UserError
-from rlvr.experiments.cells import open_cell
-from rlvr.paths import atomic_write, iter_jsonl
+from rlvr.experiments.cells import finish_cell, open_cell
+from rlvr.paths import iter_jsonl
 
 SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
           *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate", "samples", "flops",
@@ -36,9 +35,6 @@ def read_series(metrics: Path) -> dict[str, list]:
 
 def evaluate_dynamics(run_dir: str | Path, out: Path, key: str = "") -> dict:
     """Write ``out/stats.json`` from ``run_dir/metrics.jsonl`` -> the stats (cached under ``key``)."""
-    done = out / "stats.json"
     if (cached := open_cell(out, key)) is not None:
         return cached
-    stats = {"kind": "dynamics", "series": read_series(Path(run_dir) / "metrics.jsonl")}
-    atomic_write(done, json.dumps(stats))
-    return stats
+    return finish_cell(out, {"kind": "dynamics", "series": read_series(Path(run_dir) / "metrics.jsonl")})

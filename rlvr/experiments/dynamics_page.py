@@ -1,7 +1,7 @@
 """The training-dynamics section of a results page: per model (mean over seeds), the sampled-token
 entropy, pass rate and the cells' predicted entropy change through training, from ``kind: dynamics``
 cells (:mod:`rlvr.experiments.dynamics_eval`), and a plot of each evaluation's held-out accuracy
-against the step (one colour per model, one line per seed)."""
+against the step (one colour per model, the page's, one line per seed)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlvr.algo.diagnostics import CELLS
-from rlvr.experiments.page_plots import new_axes, save_axes
+from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
 
 POINTS = 5  # windows through training
 
@@ -35,16 +35,17 @@ def heldout_points(series: dict) -> tuple[list[int], list[float]]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def _plot_heldout(name: str, runs: dict[str, list[dict]], out: Path) -> Path | None:
-    """``runs``: {model: [series per seed]} -> out/plots/heldout_<name>.png (None: no held-out point)."""
+def _plot_heldout(name: str, runs: dict[str, list[dict]], out: Path, colours: dict[str, str]) -> Path | None:
+    """``runs``: {model: [series per seed]} -> out/plots/heldout_<name>.png (None: no held-out point);
+    ``colours``: the page's {model: colour}."""
     curves = {m: [heldout_points(s) for s in ss] for m, ss in runs.items()}
     curves = {m: [c for c in cs if c[0]] for m, cs in curves.items()}
     if not any(curves.values()):
         return None
     fig, ax = new_axes()
-    for i, (m, cs) in enumerate(curves.items()):
+    for m, cs in curves.items():
         for j, (x, y) in enumerate(cs):
-            ax.plot(x, y, "-", color=f"C{i}", lw=1.2, alpha=0.8, label=m if j == 0 else None)
+            ax.plot(x, y, "-", color=colours.get(m), lw=1.2, alpha=0.8, label=m if j == 0 else None)
     return save_axes(fig, ax, "RL step", "held-out accuracy", out / "plots" / f"heldout_{name}.png")
 
 
@@ -59,7 +60,7 @@ def dynamics_lines(exp, seeds_of: Callable, load: Callable, out: Path | None = N
               for m in dict.fromkeys(m for e in evs for m in e.models)}
     plots = []
     for e in evs if out is not None else []:
-        path = _plot_heldout(e.name, {m: series[m] for m in e.models}, out)
+        path = _plot_heldout(e.name, {m: series[m] for m in e.models}, out, page_colours(exp))
         if path is not None:
             plots.append(f"![held-out accuracy, {e.name}](plots/{path.name})")
     head = " | ".join(f"window {i + 1}" for i in range(POINTS))

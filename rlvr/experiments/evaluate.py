@@ -14,7 +14,6 @@ the model; only where asked).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -27,9 +26,8 @@ from rlvr.eval import stream
 from rlvr.eval.entropy import answer_entropy_of, token_entropy
 from rlvr.eval.generate import mean_logp_under
 from rlvr.eval.samples import group_by_problem, load_samples
-from rlvr.experiments.cells import open_cell
+from rlvr.experiments.cells import finish_cell, open_cell
 from rlvr.model.io import load_policy
-from rlvr.paths import atomic_write
 
 
 def sample_chunks(model_dir: str | Path, cfg: RunConfig, task, problems: list, n: int, temperature: float,
@@ -106,7 +104,6 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
     ``with_gold_nll``); writes ``out/stats.json`` -> the stats.
     ``key`` names what decides the cell (the model's own key, the protocol): a folder holding
     another key's samples or statistics is cleared first."""
-    done = out / "stats.json"
     if (cached := open_cell(out, key)) is not None:
         return cached
     problems = task.problems("heldout", offset + n_problems)[offset:]  # offset: a validation block
@@ -122,5 +119,4 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
     if with_gold_nll:
         stats["gold_nll"] = gold_nll(model_dir, cfg, problems)
     stats.update(temperature=temperature, top_p=top_p, model=str(model_dir))
-    atomic_write(done, json.dumps(stats))
-    return stats
+    return finish_cell(out, stats)

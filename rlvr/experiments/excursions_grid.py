@@ -33,7 +33,7 @@ from rlvr.eval.passk import bootstrap_ci
 from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.runner import eval_dir, load_stats, run_experiment
 from rlvr.experiments.spec import EvalSpec, Experiment, ModelSpec
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, claim_new_dir
 from rlvr.train.excursions import sft_batch_size
 from rlvr.train.state import resolve_precision
 
@@ -100,14 +100,42 @@ def check_milestones(cfg: RunConfig, grid: ExcursionsGrid) -> None:
                         "add them to pretrain.milestones (this re-pretrains) or pick from that list")
 
 
+def claim_out_dir(cfg: RunConfig, grid: ExcursionsGrid, overwrite: bool = False, note: Note | None = None) -> None:
+    """``grid.out_dir`` as this grid's folder: missing, empty, or a grid folder of the same config and
+    grid (its ``table.json``). Anything else is a UserError naming it, unless ``overwrite``: a folder
+    that is no grid is emptied (:func:`rlvr.paths.claim_new_dir`); a grid of another config is
+    recomputed where its cells' keys differ, with a note."""
+    out = Path(grid.out_dir)
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    table = out / "table.json"
+    if not table.is_file() and not (out / "models").is_dir():
+        claim_new_dir(out, overwrite, "excursions.out_dir")
+        return
+    try:
+        old = json.loads(table.read_text()) if table.is_file() else {}
+    except (OSError, ValueError):
+        old = {}
+    if old.get("config") == to_dict(cfg) and old.get("grid") == to_dict(grid):
+        return
+    if not overwrite:
+        raise UserError(f"excursions.out_dir {out} holds a grid of another config (or one that did not finish "
+                        "writing its table.json); give another excursions.out_dir, or pass --overwrite to "
+                        "recompute its cells")
+    if note:
+        note(f"--overwrite: {out} holds a grid of another config; its cells are recomputed where their keys differ")
+
+
 def run_grid(cfg: RunConfig, grid: ExcursionsGrid, config: str, overrides: list[str], progress: str = "none",
-             note: Note | None = None) -> dict:
+             note: Note | None = None, overwrite: bool = False) -> dict:
     """Build and evaluate every (milestone, pipeline) cell (finished cells reused); writes table.json and
     table.md under ``grid.out_dir`` -> the table. ``model.dtype=auto`` is resolved once, here, and given
     to every model (so its key names the precision it ran in). A model that failed (e.g. a teacher with
-    no right sample) leaves its row out: UserError after the table is written."""
+    no right sample) leaves its row out: UserError after the table is written. ``grid.out_dir`` holding
+    anything else is refused unless ``overwrite`` (:func:`claim_out_dir`)."""
     check_milestones(cfg, grid)
     cfg, precision = resolve_precision(cfg)
+    claim_out_dir(cfg, grid, overwrite, note)
     if note:
         note(precision.line())
     exp = grid_experiment(cfg, grid, config, [*overrides, f"model.dtype={cfg.model.dtype}"])

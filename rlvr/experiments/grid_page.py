@@ -18,7 +18,7 @@ import numpy as np
 
 from rlvr.eval.passk import bootstrap_ci
 from rlvr.experiments.cells import cell_passk
-from rlvr.experiments.page_plots import new_axes, save_axes
+from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
 
 LABEL = {"rl_steps": "rl"}
 
@@ -36,7 +36,7 @@ def _per_problem(stats: list[dict], k: int) -> np.ndarray | None:
 def grid_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
     """Markdown lines (empty unless models start from two or more checkpoints); ``load(ev, model,
     seed)`` -> stats. Writes ``out/plots/grid_<metric>.png``."""
-    starts = {m.start for m in exp.models.values() if m.base == "base"}
+    starts = {m.start for m in exp.models.values() if m.base == "base" and not (m.kind == "base" and m.overrides)}
     if len(starts) < 2:
         return []
     table: dict[str, dict[tuple[str, float], tuple[float, float, float]]] = {}
@@ -65,6 +65,7 @@ def grid_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
     lines = ["Each metric against the pretraining checkpoint the pipeline starts from (mean over seeds; 95% "
              "bootstrap interval over problems).", ""]
     xs = sorted(starts)
+    colours = {LABEL.get(name, name): c for name, c in page_colours(exp).items()}  # lines are labelled kinds
     for metric, vals in table.items():
         kinds = list(dict.fromkeys(k for k, _ in vals))
         lines += [f"**{metric}**", "", "| pipeline | " + " | ".join(f"{x:.0%}" for x in xs) + " |",
@@ -73,17 +74,17 @@ def grid_lines(exp, seeds_of: Callable, load: Callable, out: Path) -> list[str]:
             cells = [vals.get((kind, x)) for x in xs]
             lines.append(f"| {kind} | " + " | ".join("-" if c is None else f"{c[0]:.3f} [{c[1]:.3f}, {c[2]:.3f}]"
                                                     for c in cells) + " |")
-        lines += ["", f"![{metric}](plots/{_plot(metric, vals, kinds, out).name})", ""]
+        lines += ["", f"![{metric}](plots/{_plot(metric, vals, kinds, out, colours).name})", ""]
     return lines
 
 
-def _plot(metric: str, vals: dict, kinds: list[str], out: Path) -> Path:
+def _plot(metric: str, vals: dict, kinds: list[str], out: Path, colours: dict[str, str]) -> Path:
     fig, ax = new_axes()
     for kind in kinds:
         pts = sorted((x, v) for (k, x), v in vals.items() if k == kind)
         x = [p[0] for p in pts]
         m, lo, hi = (np.array([p[1][i] for p in pts]) for i in range(3))
-        (line,) = ax.plot(x, m, "o-", label=kind)
+        (line,) = ax.plot(x, m, "o-", label=kind, color=colours.get(kind))
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     path = out / "plots" / f"grid_{metric.replace('@', '_at_').replace(' ', '_')}.png"
     return save_axes(fig, ax, "pretraining checkpoint (fraction of the budget)", metric, path)

@@ -6,7 +6,8 @@ through a ``get(eval, model, seed) -> stats`` lookup and returns one
 interval over problems) plus ``details`` for the page. Seeds: those of ``model`` when it is seeded,
 else one; ``against`` is paired seed by seed when it is seeded too, else shared.
 
-Measures (formulas in docs/commands/reproduce.md; the weight and dynamics measures are registered at the end):
+Measures (formulas in docs/commands/reproduce.md; each registered once, :mod:`rlvr.experiments.registry`,
+the others by their own modules):
 
 - ``passk_diff`` (eval, model, against, k): mean_p [pass@k(model) - pass@k(against)], unbiased
   pass@k (k = "max" means n); details carry the crossover k (smallest k where against > model beyond
@@ -25,67 +26,21 @@ Measures (formulas in docs/commands/reproduce.md; the weight and dynamics measur
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr.config import ConfigError
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
-from rlvr.experiments import association_measures as am
-from rlvr.experiments import curve_measures as cm
-from rlvr.experiments import dynamics_measures as dm
-from rlvr.experiments import series_measures as sm
-from rlvr.experiments import weight_measures as wm
+from rlvr.experiments import association_measures, curve_measures, dynamics_measures, series_measures, weight_measures
 from rlvr.experiments.cells import cell_passk
+from rlvr.experiments.registry import MEASURES, Get, Measure, PairArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
 
-Get = Callable[[str, str, "int | None"], dict]
-
-
-@dataclass(frozen=True)
-class Measure:
-    compute: Callable[[Get, dict, list[int | None], list[int | None]], tuple[list[Estimate], dict]]
-    required: tuple[str, ...]
-    describe: Callable[[dict], str]
-
-    def check(self, args: dict, evals: dict, models: dict, where: str) -> None:
-        """Declaration-time check: the arguments exist and name declared evaluations/models (ConfigError
-        naming the key under ``where``, e.g. ``claims[3].args.eval``)."""
-        missing = [a for a in self.required if a not in args]
-        if missing:
-            raise ConfigError(f"{where}.args: missing {', '.join(missing)}")
-        ev = evals.get(args["eval"])
-        if ev is None:
-            raise ConfigError(f"{where}.args.eval: unknown evaluation {args['eval']!r}")
-        # evaluations with the same protocol share their cells (every dynamics evaluation reads the same
-        # runs): a claim may compare models that different evaluations (different parts) list
-        pool = {m for e in evals.values() if ev.same_cells(e) for m in e.models}
-        for key in ("model", "against", "reference"):
-            if key in args and args[key] not in pool:
-                raise ConfigError(f"{where}.args.{key}: {args[key]!r} is not evaluated by {args['eval']} "
-                                  "or an evaluation with its protocol")
-        if "arms" in args:  # a scan over runs
-            if not isinstance(args["arms"], list) or not args["arms"]:
-                raise ConfigError(f"{where}.args.arms: a non-empty list of models")
-            for m in args["arms"]:
-                if m not in pool:
-                    raise ConfigError(f"{where}.args.arms: {m!r} is not evaluated by {args['eval']} or an "
-                                      "evaluation with its protocol")
-        if "pairs" in args:  # association measures: per checkpoint [model, ..., its start model]
-            if not args["pairs"] or not all(isinstance(p, list) and len(p) >= 2 for p in args["pairs"]):
-                raise ConfigError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")
-            dyn = evals.get(args.get("dynamics", ""))
-            for p in args["pairs"]:
-                named = p[1:] if dyn is not None else p  # an intrinsic run (first) is read by `dynamics`
-                for m in named:
-                    if m not in pool:
-                        raise ConfigError(f"{where}.args.pairs: {m!r} is not evaluated by {args['eval']} or an "
-                                          "evaluation with its protocol")
-                if dyn is not None and p[0] not in dyn.models:
-                    raise ConfigError(f"{where}.args.pairs: {p[0]!r} is not evaluated by {args['dynamics']}")
+REGISTERED_ELSEWHERE = (association_measures, curve_measures, dynamics_measures, series_measures, weight_measures)
+"""The modules that register the other measures when imported (so that MEASURES holds them all)."""
+__all__ = ["MEASURES", "Measure", "REGISTERED_ELSEWHERE"]
 
 
 def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:
@@ -112,7 +67,7 @@ def _pairs(get: Get, args: dict, seeds: list[int | None], against_seeds: list[in
 
 
 def _k(args: dict, n: int) -> int:
-    k = n if args.get("k", "max") == "max" else int(args["k"])
+    k = n if args["k"] == "max" else int(args["k"])
     if not 1 <= k <= n:
         raise UserError(f"k={k} is outside 1..n={n}")
     return k
@@ -163,7 +118,7 @@ def entropy_stability(get: Get, args: dict, seeds, against_seeds):
     an unseeded model of the same evaluation (default base); < 0: the model stays closer to the
     reference's entropy than ``against`` does, whichever way ``against`` moved."""
     key = {"token": "token_entropy", "answer": "answer_entropy"}[args["level"]]
-    ref = get(args["eval"], args.get("reference", "base"), None)
+    ref = get(args["eval"], args["reference"], None)
     out, details = [], {}
     for s, m, a in _pairs(get, args, seeds, against_seeds):
         if m["ids"] != ref["ids"]:
@@ -193,99 +148,73 @@ def ppl_diff(get: Get, args: dict, seeds, against_seeds):
     return out, details
 
 
-MEASURES: dict[str, Measure] = {
-    "passk_diff": Measure(passk_diff, ("eval", "model", "against"),
-                          lambda a: f"pass@{a.get('k', 'max')} {a['model']} - {a['against']}"),
-    "support_balance": Measure(support_balance, ("eval", "model", "against"),
-                               lambda a: f"(shrunk - expanded) / problems, {a['model']} vs {a['against']}"),
-    "entropy_diff": Measure(entropy_diff, ("eval", "model", "against", "level"),
-                            lambda a: f"{a['level']} entropy (nats) {a['model']} - {a['against']}"),
-    "entropy_stability": Measure(entropy_stability, ("eval", "model", "against", "level"),
-                                 lambda a: f"abs({a['level']} entropy - {a.get('reference', 'base')}'s) "
-                                           f"{a['model']} - {a['against']}"),
-    "ppl_diff": Measure(ppl_diff, ("eval", "model", "against"),
-                        lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own"),
-}
+INTERVAL = "paired bootstrap over problems"
+LEVELS = ("token", "answer")
 
 
-def _register_weight_measures() -> None:
-    """The weight-space (:mod:`rlvr.experiments.weight_measures`) and training-dynamics
-    (:mod:`rlvr.experiments.dynamics_measures`) measures."""
-    MEASURES.update({
-        "entropy_prediction": Measure(dm.entropy_prediction, ("eval", "model"),
-                                      lambda a: f"corr(predicted dH of step t-1, observed entropy change at t), "
-                                                f"{a['model']}"),
-        "driving_cell": Measure(dm.driving_cell, ("eval", "model", "cell"),
-                                lambda a: f"sum dH_{a['cell']} - the "
-                                          f"{'highest' if a.get('direction') == 'increase' else 'lowest'} "
-                                          f"other cell's sum, {a['model']}"),
-        "precision_gap": Measure(wm.precision_gap, ("eval", "model"),
-                                 lambda a: f"update sparsity at bf16 - at fp32, {a['model']}"),
-        "matched_weight_diff": Measure(wm.matched_weight_diff, ("eval", "model", "against", "quantity"),
-                                       lambda a: f"{a['quantity']} {a['model']} - {a['against']} "
-                                                 f"(matched by {a.get('match', 'kl')}"
-                                                 + (f"; {a['part']} matrices)" if a.get("part") else ")")),
-        "mask_overlap": Measure(wm.mask_overlap, ("eval", "model"),
-                                lambda a: f"chance-corrected Jaccard of bf16 update masks, {a['model']} vs "
-                                          + ("its other seeds" if a.get("pairing") == "seeds"
-                                             else a.get("against", "?"))),
-    })
+@dataclass(frozen=True, kw_only=True)
+class PasskArgs(PairArgs):
+    k: int | str = "max"
+    """pass@k's k, or "max" (= n)."""
+
+    def __post_init__(self):
+        check_k(self.k)
 
 
-def _register_curve_measures() -> None:
-    """The compute-performance curve measures (:mod:`rlvr.experiments.curve_measures`), over the
-    held-out pass rate a ``kind: dynamics`` cell reads from an RL run."""
-    MEASURES.update({
-        "curve_prediction": Measure(cm.curve_prediction, ("eval", "model", "fraction"),
-                                    lambda a: f"{a.get('tolerance', 0.02)} - |predicted - observed final pass "
-                                              f"rate|, fit on the first {a['fraction']:.0%} of compute, "
-                                              f"{a['model']}"),
-        "curve_param_diff": Measure(cm.curve_param_diff, ("eval", "model", "against", "param"),
-                                    lambda a: (f"{a['tolerance']} - |" if "tolerance" in a else "")
-                                    + f"{'ln ' if a.get('log') else ''}{a['param']} {a['model']} - "
-                                      f"{a['against']}" + ("|" if "tolerance" in a else "") + " (mean over seeds)"),
-        "curve_shift_balance": Measure(cm.curve_shift_balance, ("eval", "model", "against"),
-                                       lambda a: f"|ln B ratio| - |ln (A - R0) ratio|, {a['model']} vs "
-                                                 f"{a['against']} (> 0: B moved more than A)"),
-        "early_ranking": Measure(cm.early_ranking, ("eval", "model", "against", "fraction"),
-                                 lambda a: f"+1 when fits on the first {a['fraction']:.0%} of compute rank "
-                                           f"{a['model']} and {a['against']} as they end, else -1"),
-        "crossing_scan": Measure(cm.crossing_scan, ("eval", "model", "arms", "fraction"),
-                                 lambda a: f"2 x share of crossing pairs (gaps > {a.get('margin', 0.02):g}) whose "
-                                           f"fits on the first {a['fraction']:.0%} of compute pick the final leader "
-                                           f"- 1, among {a['model']} and {len(a['arms'])} arms"),
-    })
+def check_k(k) -> None:
+    if not (k == "max" or (isinstance(k, int) and k >= 1)):
+        one_of(str(k), ("max", "a whole number >= 1"), "k")
 
 
-def _register_series_measures() -> None:
-    """The held-out and reward-accuracy series measures (:mod:`rlvr.experiments.series_measures`)."""
-    MEASURES.update({
-        "rise_and_fall": Measure(sm.rise_and_fall, ("eval", "model", "samples_per_point"),
-                                 lambda a: f"min(peak - first, peak - last) of {a['model']}'s smoothed held-out "
-                                           "accuracy (peak after the first point)"),
-        "heldout_change": Measure(sm.heldout_change, ("eval", "model", "samples_per_point"),
-                                  lambda a: f"{a['model']}'s held-out accuracy: mean of the last "
-                                            f"{a.get('window', 3)} points - the first"),
-        "collapse_order": Measure(sm.collapse_order, ("eval", "model", "against"),
-                                  lambda a: f"collapse step {a['model']} - {a['against']}"),
-    })
+@dataclass(frozen=True, kw_only=True)
+class EntropyArgs(PairArgs):
+    level: str
+    """token | answer."""
+
+    def __post_init__(self):
+        one_of(self.level, LEVELS, "level")
 
 
-def _register_association_measures() -> None:
-    """Correlations across checkpoints and seeds (:mod:`rlvr.experiments.association_measures`)."""
-    MEASURES.update({
-        "gain_association": Measure(am.gain_association, ("eval", "pairs"),
-                                    lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} corr(start's "
-                                              f"pass@{a.get('k', 1)}, RL's gain in pass@{a.get('gain_k', 1)}) "
-                                              "across checkpoints x seeds"),
-        "collapse_association": Measure(am.collapse_association, ("eval", "dynamics", "pairs"),
-                                        lambda a: f"{'Spearman' if a.get('stat') == 'rho' else 'Pearson'} "
-                                                  "corr(collapse step of the intrinsic run, supervised RL's gain "
-                                                  f"in pass@{a.get('gain_k', 1)}) across checkpoints x seeds"),
-    })
+@dataclass(frozen=True, kw_only=True)
+class StabilityArgs(EntropyArgs):
+    reference: str = "base"
+    """An unseeded model of the same evaluation whose entropy both are compared with."""
 
 
-_register_weight_measures()
-_register_curve_measures()
-_register_series_measures()
-_register_association_measures()
+def _passk_detail(d: dict, a: dict) -> str:
+    return (f"crossover (smallest k where {a['against']} is above {a['model']} beyond the 95% interval): "
+            + ", ".join(f"{s} {k}" for s, k in d["crossover"].items()))
+
+
+def _support_detail(d: dict, a: dict) -> str:
+    def num(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    return "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in x["counts"].items()) + ", "
+                     + ", ".join(f"{k} {num(v)}" for k, v in x["rates"].items()) + f" (k = {x['k']})"
+                     for s, x in d.items())
+
+
+def _entropy_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: {a['model']} {x['model']:.3f}, {a['against']} {x['against']:.3f} nats"
+                     for s, x in d.items())
+
+
+def _stability_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: {a['model']} {x['model']:.3f}, {a['against']} {x['against']:.3f}, reference "
+                     f"{x['reference']:.3f} nats" for s, x in d.items())
+
+
+register(
+    Measure("passk_diff", passk_diff, PasskArgs, lambda a: f"pass@{a['k']} {a['model']} - {a['against']}",
+            INTERVAL, _passk_detail),
+    Measure("support_balance", support_balance, PairArgs,
+            lambda a: f"(shrunk - expanded) / problems, {a['model']} vs {a['against']}", INTERVAL, _support_detail),
+    Measure("entropy_diff", entropy_diff, EntropyArgs,
+            lambda a: f"{a['level']} entropy (nats) {a['model']} - {a['against']}", INTERVAL, _entropy_detail),
+    Measure("entropy_stability", entropy_stability, StabilityArgs,
+            lambda a: f"abs({a['level']} entropy - {a['reference']}'s) {a['model']} - {a['against']}", INTERVAL,
+            _stability_detail),
+    Measure("ppl_diff", ppl_diff, PairArgs,
+            lambda a: f"log PPL_base of {a['model']}'s correct samples - of {a['against']}'s own", INTERVAL),
+)

@@ -69,13 +69,35 @@ HISTORICAL_GRID = {"milestones": [0.25, 0.5, 1.0], "pipelines": ["rl", "sft", "s
 its defaults; the built-in ``excursions`` config set ``eval_problems: 48``. Frozen: never edit it."""
 
 
+ADDED_AT_DEFAULT = {"sampling": {"max_turns": 4, "max_turn_tokens": 0, "tool_timeout_s": 5.0,
+                                  "max_observation_chars": 256}}
+"""Config fields added after cell keys were first published, with the value they were added at
+(section -> field -> value; issue 54's episode limits). A field at that value is left out of every key,
+so that adding a field keeps every cached and published cell's key; set to anything else, it is
+hashed. Append a field here when it is added to a section; never edit an entry."""
+
+
+def keyed_section(cfg: RunConfig, section: str) -> dict:
+    """The mapping of ``cfg``'s section ``section`` that cell keys hash: :data:`ADDED_AT_DEFAULT`'s
+    fields left out where they still hold the value they were added at."""
+    d = to_dict(getattr(cfg, section))
+    for name, value in ADDED_AT_DEFAULT.get(section, {}).items():
+        if d.get(name) == value:
+            del d[name]
+    return d
+
+
 def keyed_config(cfg: RunConfig) -> dict:
-    """What a model's key hashes of its config: the config, its ``excursions`` section carrying the grid
-    fields at their historical values (:data:`HISTORICAL_GRID`; 48 problems under the built-in
-    ``excursions`` config's name). Compatibility rule: those fields left RunConfig and no model reads
-    them, but keys hashed them, so every cached and published model keeps its key."""
+    """What a model's key hashes of its config: every section as :func:`keyed_section` gives it, the
+    ``excursions`` section carrying the grid fields at their historical values (:data:`HISTORICAL_GRID`;
+    48 problems under the built-in ``excursions`` config's name). Compatibility rules: the grid fields
+    left RunConfig and no model reads them, but keys hashed them; fields added since keys were published
+    are hashed only when set away from the value they were added at. So every cached and published
+    model keeps its key."""
     legacy = {**HISTORICAL_GRID, **({"eval_problems": 48} if cfg.name == "excursions" else {})}
     d = to_dict(cfg)
+    for section in ADDED_AT_DEFAULT:
+        d[section] = keyed_section(cfg, section)
     d["excursions"] = {**d["excursions"], **legacy}
     return d
 

@@ -12,8 +12,12 @@ from pathlib import Path
 
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
-from rlvr.experiments.page_plots import new_axes, save_axes
+from rlvr.experiments.claims import counts, status_of, verdict_changes
+from rlvr.experiments.measures import MEASURES
+from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
+from rlvr.experiments.registry import rounded
 from rlvr.experiments.spec import EvalSpec, Experiment
+from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, Estimate, seed_interval
 from rlvr.machine import machine_line
 from rlvr.paths import atomic_write
 
@@ -27,38 +31,23 @@ def _finite(*xs) -> bool:
 
 
 def ours(row: dict) -> str:
-    """``+0.120 (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``"""
+    """``+0.120 [+0.070, +0.170] (seeds +0.100..+0.140); s0 +0.100 [+0.060, +0.140], s1 ...``: the
+    seed-level estimate and interval (:func:`~rlvr.experiments.verdict.seed_interval`), the seeds'
+    range, then each seed's value and interval."""
     if "estimates" not in row:
         return f"no estimate (missing {Path(row.get('missing', '')).parent.name or 'cells'})"
     sp = row["spread"]
-    per = ", ".join(f"{e['label']} {e['value']:+.3f} "
-                    + (f"[{e['lo']:+.3f}, {e['hi']:+.3f}]" if _finite(e["lo"], e["hi"]) else "[no interval]")
-                    for e in row["estimates"])
+    per = ", ".join(f"{e['label']} {e['value']:+.3f} " + _interval(e['lo'], e['hi']) for e in row["estimates"])
     if sp["seeds"] > 1:
-        return f"{sp['mean']:+.3f} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); {per}"
+        level = row.get("seed_level") or seed_interval([Estimate(e["seed"], e["value"], e["lo"], e["hi"],
+                                                                 e.get("pretrain")) for e in row["estimates"]]).__dict__
+        return (f"{sp['mean']:+.3f} {_interval(level['lo'], level['hi'])} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); "
+                f"{per}")
     return per
 
 
-INTERVALS = {  # measure -> how its interval is made (the page's header says it)
-    "passk_diff": "paired bootstrap over problems", "support_balance": "paired bootstrap over problems",
-    "entropy_diff": "paired bootstrap over problems", "entropy_stability": "paired bootstrap over problems",
-    "ppl_diff": "paired bootstrap over problems",
-    "precision_gap": "bootstrap over the model's tensors for the weight measures",
-    "matched_weight_diff": "bootstrap over the model's tensors for the weight measures",
-    "mask_overlap": "bootstrap over the model's tensors for the weight measures",
-    "entropy_prediction": "bootstrap over training steps for the dynamics measures",
-    "driving_cell": "bootstrap over training steps for the dynamics measures",
-    "curve_prediction": "the early fit's bootstrap curves for the predictions",
-    "curve_param_diff": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
-    "curve_shift_balance": "seeds and each fit's bootstrap replicates resampled for the curve parameters",
-    "early_ranking": "none for the rankings (+1 / -1 per seed)",
-    "crossing_scan": "none for the crossing scan (a share of pairs per seed)",
-    "gain_association": "checkpoints resampled for the correlations",
-    "collapse_association": "checkpoints resampled for the correlations",
-    "rise_and_fall": "+-1.96 sampling sd of the held-out points for the series measures",
-    "heldout_change": "+-1.96 sampling sd of the held-out points for the series measures",
-    "collapse_order": "none for the collapse steps (a step count per seed)",
-}
+def _interval(lo, hi) -> str:
+    return f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo, hi) else "[no interval]"
 
 
 def eval_line(e: EvalSpec) -> str:
@@ -73,140 +62,80 @@ def eval_line(e: EvalSpec) -> str:
     return f"evaluation `{e.name}`: {sampled}; models {models}"
 
 
-def _interval_text(exp: Experiment) -> str:
-    return "; ".join(dict.fromkeys(INTERVALS.get(c.measure, "see the measure") for c in exp.claims))
+def interval_text(exp: Experiment) -> str:
+    return "; ".join(dict.fromkeys(MEASURES[c.measure].interval for c in exp.claims))
 
 
-def _withheld_text(rows: list[dict]) -> str:
-    """The header's note when some claim's measure withheld its direction ('' when none did)."""
-    if not any(r.get("withheld") for r in rows):
-        return ""
-    return ("; a claim whose measure cannot decide a direction (its quantity is not identified by the data, "
-            "as the row says) is inconclusive whatever its interval")
+def verdict_cell(r: dict) -> str:
+    """``**status**`` with its reason (what is missing, what does not exist here) and, for a post hoc
+    claim, why it does not count."""
+    why = f"<br>*{r['why']}*" if r.get("why") else ""
+    late = f"<br>*post hoc, not counted: {r['post_hoc']}*" if r.get("post_hoc") else ""
+    return f"**{status_of(r)}**{why}{late}"
 
 
 def verdict_table(rows: list[dict]) -> list[str]:
-    lines = ["| claim | the paper | ours: mean (seed range); per seed value [95% CI] | verdict |",
+    lines = ["| claim | the paper | ours: mean [seed-level 95% CI] (seed range); per seed value [95% CI] | verdict |",
              "|---|---|---|---|"]
     for r in rows:
         claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {r['expect']}*"
-        why = f"<br>*direction withheld: {r['withheld']}*" if r.get("withheld") else ""
-        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | **{r['verdict']}**{why} |")
+        lines.append(f"| {claim} | {r['paper']} | {ours(r)} | {verdict_cell(r)} |")
     return lines
 
 
-def _details(rows: list[dict]) -> list[str]:
-    """One readable line per measured claim: crossover k, support counts and rates, the two sides."""
+def count_line(rows: list[dict]) -> str:
+    """``Findings: 3 reproduced, 1 inconclusive; post hoc (not counted): 1 reproduced; premises: ...``"""
+    tally = counts(rows)
+
+    def one(group: str) -> str:
+        return ", ".join(f"{n} {v}" for v, n in tally[group].items() if n) or "none"
+
+    return (f"Findings: {one('findings')}; post hoc (declared after their cells, not counted): {one('post hoc')}; "
+            f"premises (manipulation checks, not counted): {one('premises')}.")
+
+
+def claim_tables(rows: list[dict]) -> list[str]:
+    """The counts, the findings' verdict table and, when there are premises, theirs."""
+    findings = [r for r in rows if r.get("kind", "finding") == "finding"]
+    premises = [r for r in rows if r.get("kind", "finding") == "premise"]
+    lines = [count_line(rows), "", *verdict_table(findings), ""]
+    if premises:
+        lines += ["Premises: manipulation checks (the regime the findings need); never counted among the findings.",
+                  "", *verdict_table(premises), ""]
+    return lines
+
+
+def detail_lines(rows: list[dict]) -> list[str]:
+    """One readable line per measured claim (its measure's registered details line; with several
+    pretraining seeds, one per pretraining seed)."""
     out = []
     for r in rows:
         d = r.get("details")
         if not d:
             continue
-        m, a = r["args"].get("model"), r["args"].get("against")
-        if r["measure"] == "passk_diff":
-            text = (f"crossover (smallest k where {a} is above {m} beyond the 95% interval): "
-                    + ", ".join(f"{s} {k}" for s, k in d["crossover"].items()))
-        elif r["measure"] == "support_balance":
-            text = "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in x["counts"].items()) + ", "
-                             + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["rates"].items())
-                             + f" (k = {x['k']})" for s, x in d.items())
-        elif r["measure"] == "precision_gap":
-            text = "; ".join(f"{s}: sparsity bf16 {x['sparsity_bf16']:.4f}, fp32 {x['sparsity_fp32']:.4f}; by part "
-                             + ", ".join(f"{p} {v['bf16']:.3f}/{v['fp32']:.3f}" for p, v in x["by_part"].items())
-                             for s, x in d.items())
-        elif r["measure"] == "matched_weight_diff":
-            text = "; ".join(f"{s}: {m} {_num(x['model'], '{:.4g}')} vs {a}@{x['matched']} "
-                             f"{_num(x['against'], '{:.4g}')}"
-                             f" (KL {x['model_kl']:.2e} vs {x['against_kl']:.2e}, norm {x['model_norm']:.2e} vs "
-                             f"{x['against_norm']:.2e}); by part " + ", ".join(
-                                 f"{p} {v['model']:.3g}/{v['against']:.3g}" for p, v in x["by_part"].items())
-                             for s, x in d.items())
-        elif r["measure"] == "mask_overlap":
-            text = "; ".join(f"{pair}: Jaccard {x['jaccard']:.4f} vs chance {x['chance']:.4f} (x{x['ratio']:.3f}; "
-                             f"densities {x['density_a']:.3f}, {x['density_b']:.3f})" for pair, x in d.items())
-        elif r["measure"] == "entropy_prediction":
-            text = "; ".join(f"{s}: {x['steps']} steps, signs agree {x['sign_agreement']:.2f}"
-                             for s, x in d.items() if s != "pooled_r")
-            text += f"; pooled over seeds r = {_num(d.get('pooled_r'), '{:.3f}')}"
-        elif r["measure"] == "driving_cell":
-            text = "; ".join(f"{s}: entropy {_num(x['entropy_start'], '{:.3f}')} -> "
-                             f"{_num(x['entropy_end'], '{:.3f}')}, "
-                             "sum dH " + ", ".join(f"{c} {v:+.2e}" for c, v in x["sum_dH"].items())
-                             + f", largest decrease {x['largest_decrease']}, largest increase "
-                             f"{x['largest_increase']}" for s, x in d.items())
-        elif r["measure"] == "entropy_stability":
-            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f}, reference {x['reference']:.3f} nats"
-                             for s, x in d.items())
-        elif r["measure"] == "entropy_diff":
-            text = "; ".join(f"{s}: {m} {x['model']:.3f}, {a} {x['against']:.3f} nats" for s, x in d.items())
-        elif r["measure"] == "rise_and_fall":
-            text = "; ".join(f"{s}: {x['first']:.3f} -> peak {x['peak']:.3f} (step {x['peak_step']}) -> "
-                             f"{x['last']:.3f} (step {x['last_step']}, smoothed)" for s, x in d.items())
-        elif r["measure"] == "heldout_change":
-            text = "; ".join(f"{s}: {x['first']:.3f} -> {x['end']:.3f} (steps {', '.join(map(str, x['end_steps']))})"
-                             for s, x in d.items())
-        elif r["measure"] == "collapse_order":
-            text = "; ".join(
-                f"{s}: {m} {x['model_step']:.0f}{'' if x['model_collapsed'] else ' (never)'} vs {a} "
-                f"{x['against_step']:.0f}{'' if x['against_collapsed'] else ' (never)'}; starting reward accuracy "
-                + ", ".join(f"{k} {_num(v, '{:.3f}')}" for k, v in x["start_reward_accuracy"].items())
-                for s, x in d.items())
-        elif r["measure"] in ("gain_association", "collapse_association"):
-            text = (f"{d['units']} units (checkpoint x seed): r {d['r']:+.3f} [{d['r_interval'][0]:+.3f}, "
-                    f"{d['r_interval'][1]:+.3f}], rho {d['rho']:+.3f} [{d['rho_interval'][0]:+.3f}, "
-                    f"{d['rho_interval'][1]:+.3f}]" + (f"; {d['censored']} run(s) never collapsed (counted at their "
-                                                       "last step + 1)" if d.get("censored") else "")
-                    + "; " + ", ".join(f"{u}: " + ", ".join(f"{k} {_num(v, '{:.3g}')}" for k, v in p.items())
-                                       for u, p in d["points"].items()))
-        elif r["measure"] in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking",
-                              "crossing_scan"):
-            text = _curve_detail(r["measure"], d, m, a)
+        measure = MEASURES[r["measure"]]
+        args = measure.typed(r["args"])
+        if any(e.get("pretrain") is not None for e in r.get("estimates", [])):
+            text = "; ".join(f"{p}: {measure.detail(x, args)}" for p, x in d.items())
         else:
-            text = json.dumps(_round(d), sort_keys=True)
+            text = measure.detail(d, args)
         out.append(f"- **{r['id']}**: {text}")
     return out
 
 
-def _curve_detail(measure: str, d: dict, m: str, a: str) -> str:
-    """The details line of a curve measure (rlvr.experiments.curve_measures)."""
-    def bent(name: str) -> str:
-        flags = d["bent"][name]
-        return f"{name} bent in {sum(flags)} of {len(flags)}"
-
-    if measure == "curve_prediction":
-        return "; ".join(f"{s}: predicted {x['predicted']:.3f}, observed {x['observed']:.3f}, error "
-                         f"{100 * x['error']:+.1f} pts [{100 * x['error_interval'][0]:+.1f}, "
-                         f"{100 * x['error_interval'][1]:+.1f}], {x['points']} points fitted, "
-                         f"{'bent' if x['bent'] else 'not bent'}" for s, x in d.items())
-    if measure == "curve_param_diff":
-        lo, hi = d["interval"]
-        return (f"{m} {d['model']:.3f} vs {a} {d['against']:.3f}: difference {d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]; "
-                f"{bent(m)}, {bent(a)}")
-    if measure == "curve_shift_balance":
-        return (f"ln(B ratio) {d['d_ln_B']:+.3f}, ln((A - R0) ratio) {d['d_ln_gain']:+.3f}; {bent(m)}, {bent(a)}")
-    if measure == "crossing_scan":
-        def one(f: dict) -> str:
-            return (f"{f['early_leader']} ahead early by {100 * f['early_gap']:.1f} pts, {f['final_leader']} ends "
-                    f"higher by {100 * f['final_gap']:.1f}, early fits {'right' if f['ranked_right'] else 'wrong'}")
-
-        return "; ".join(f"{s}: {len(x['crossings'])} crossing(s) among {x['runs']} runs ({x['pairs']} pairs)"
-                         + (": " + ", ".join(one(f) for f in x["crossings"][:5]) if x["crossings"] else "")
-                         + (f", and {len(x['crossings']) - 5} more" if len(x["crossings"]) > 5 else "")
-                         for s, x in d.items())
-    names = {"a": m, "b": a}
-    return "; ".join(f"{s}: early leader {names[x['early_leader']]}, final leader {names[x['final_leader']]}, "
-                     f"early fits pick {names[x['predicted_leader']]}" + (" (crossed)" if x["crossed"] else "")
-                     for s, x in d.items())
-
-
-def _round(x):
-    if isinstance(x, float):
-        return round(x, 4)
-    if isinstance(x, dict):
-        return {k: _round(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_round(v) for v in x]
-    return x
+def declaration_lines(rows: list[dict]) -> list[str]:
+    """"## Declarations": when each claim was declared and its first cell computed, and whether it is
+    post hoc (docs/commands/reproduce.md, "Declaration provenance"); [] when no row carries them."""
+    if not any("declared" in r for r in rows):
+        return []
+    lines = ["## Declarations", "", "When each claim was declared (the commit that added it or last changed its "
+             "measure, arguments, direction or kind) and when its first cell was computed; a claim declared after "
+             "its cells is post hoc and not counted.", "",
+             "| claim | declared | first cell computed | post hoc |", "|---|---|---|---|"]
+    for r in rows:
+        declared, cells = r.get("declared", "provenance unknown"), r.get("cells_computed") or "not recorded"
+        lines.append(f"| {r['id']} | {declared} | {cells} | {r.get('post_hoc') or 'no'} |")
+    return lines + [""]
 
 
 def _trajectory_lines(traj: dict) -> list[str]:
@@ -223,13 +152,14 @@ def _trajectory_lines(traj: dict) -> list[str]:
 
 
 def plot_passk(exp: Experiment, curves: dict, out: Path) -> list[Path]:
-    """One PNG per evaluation: pass@k of each model (mean over seeds) against k."""
-    paths = []
+    """One PNG per evaluation: pass@k of each model (mean over seeds) against k, each model in its
+    colour of the page (:func:`page_colours`)."""
+    paths, colours = [], page_colours(exp)
     for ev, models in curves.items():
         fig, ax = new_axes((5.5, 3.8))
         for name, pts in models.items():
             ks = sorted(int(k) for k in pts)
-            ax.plot(ks, [pts[str(k)] for k in ks], marker="o", ms=3, label=name)
+            ax.plot(ks, [pts[str(k)] for k in ks], marker="o", ms=3, label=name, color=colours.get(name))
         ax.set_xscale("log", base=2)
         e = exp.evaluations[ev]
         ax.set_title(f"{exp.name}: {ev} (T={e.temperature}, top-p {e.top_p}, n={e.n})")
@@ -267,16 +197,14 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     """Write README.md, table.json and the plots; -> README.md. ``sections``: {title: markdown
     lines} of extra sections before the details (weights, training dynamics), empty ones skipped."""
     plots = plot_passk(exp, curves, out)
-    done = sum(r["verdict"] in ("reproduced", "not reproduced", "inconclusive") for r in rows)
+    done = sum(status_of(r) != NOT_MEASURED for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
               else f"partial: {done} of {len(rows)} claims measured")
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
     lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "
-             f"{status}. Verdicts are computed from the table below: *reproduced* when the claimed direction holds "
-             "beyond the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* "
-             f"otherwise (intervals: {_interval_text(exp)}){_withheld_text(rows)}.", "",
-             *verdict_table(rows), ""]
+             f"{status}. {STATUS_TEXT} (intervals: {interval_text(exp)}).", "",
+             *claim_tables(rows)]
     if plots:
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots] + [""]
     if curves:
@@ -286,7 +214,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
             lines += [f"## {title}", "", *body]
     if exp.notes and not quick:
         lines += ["## What the run showed", "", *[f"- {n}" for n in exp.notes], ""]
-    lines += ["## Details", "", *_details(rows), ""]
+    lines += ["## Details", "", *detail_lines(rows), "", *declaration_lines(rows)]
     tl = _trajectory_lines(traj)
     if tl:
         lines += ["## Through training", "", *tl]
@@ -303,7 +231,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
              "trajectories": traj, "passk": curves, "machine": machine, "command": command, "timings": run["timings"],
              "models": run["built"]}
-    atomic_write(out / "table.json", json.dumps(_round(table), indent=1, default=str))
+    atomic_write(out / "table.json", json.dumps(rounded(table), indent=1, default=str))
     return out / "README.md"
 
 
@@ -330,13 +258,21 @@ def model_lines(out: Path) -> list[str]:
             *rows, "", *[f"- {label}: {line}" for line, label in machines.items()], ""]
 
 
+STATUS_TEXT = ("Verdicts are computed from the table below: *reproduced* when the claimed direction holds beyond "
+               "the 95% interval in every seed, *not reproduced* when the opposite does, *inconclusive* otherwise; "
+               "*not identifiable here* when the quantity does not exist on this testbed (the reason, computed "
+               "from the data, is in the verdict cell); *not measured* when its cells are missing")
+
 INDEX_HEAD = """# Reproductions
 
 Each paper finding rlvr implements, as a declared experiment (`rlvr reproduce NAME`) whose verdict is
 computed from its measured table: *reproduced* when the claimed direction holds beyond the 95%
-interval in every seed, *not reproduced* when the opposite direction does, *inconclusive* otherwise.
-This index is rebuilt from the committed pages (`rlvr reproduce NAME --publish`); the other results
-pages of docs/ move here as their experiments are declared.
+interval in every seed, *not reproduced* when the opposite direction does, *inconclusive* otherwise;
+*not identifiable here* when the quantity does not exist on this testbed (the reason is computed from
+the data); *not measured* when its cells are missing. Premises (manipulation checks) and post hoc
+claims (declared after their cells were computed) are shown apart and never counted
+(docs/commands/reproduce.md). This index is rebuilt from the committed pages (`rlvr reproduce NAME
+--publish`); the other results pages of docs/ move here as their experiments are declared.
 """
 
 
@@ -349,10 +285,12 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
     if table.get("quick"):
         raise UserError("a quick form checks the machinery, not the claims: publish a full run")
     dest = docs / table["experiment"]
+    before = read_json(dest / "table.json") or {}
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    for name in ("README.md", "table.json"):
-        shutil.copy2(out / name, dest / name)
+    shutil.copy2(out / "README.md", dest / "README.md")
+    table["changes"] = verdict_changes(before.get("claims", []), table["claims"]) if before else []
+    (dest / "table.json").write_text(json.dumps(table, indent=1))
     if (out / "plots").is_dir():
         shutil.copytree(out / "plots", dest / "plots")
     save_archive(out, dest / "cells", series)
@@ -360,12 +298,38 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
 
 
 def write_index(docs: Path) -> Path:
-    """``docs/README.md`` from every ``docs/*/table.json``."""
-    lines = [INDEX_HEAD, "| experiment | claim | verdict | ours | status |", "|---|---|---|---|---|"]
-    for t in sorted(docs.glob("*/table.json")):
-        table = json.loads(t.read_text())
-        link = f"[{table['experiment']}]({t.parent.name}/README.md)"
+    """``docs/README.md`` from every ``docs/*/table.json``: the counts per status (findings, post hoc
+    and premises apart), every claim's verdict, and every verdict a republication changed."""
+    tables = [json.loads(t.read_text()) for t in sorted(docs.glob("*/table.json"))]
+    lines = [INDEX_HEAD, *_count_table(tables), "", "| experiment | claim | kind | verdict | ours | status |",
+             "|---|---|---|---|---|---|"]
+    for table in tables:
+        link = f"[{table['experiment']}]({table['experiment']}/README.md)"
         for r in table["claims"]:
-            lines.append(f"| {link} | {r['claim']} | **{r['verdict']}** | {ours(r)} | {table['status']} |")
+            kind = r.get("kind", "finding") + (", post hoc" if r.get("post_hoc") else "")
+            lines.append(f"| {link} | {r['claim']} | {kind} | {verdict_cell(r)} | {ours(r)} | {table['status']} |")
+    changed = [(t["experiment"], c) for t in tables for c in t.get("changes", [])]
+    if changed:
+        lines += ["", "## Verdicts changed by the last republication", "",
+                  "| experiment | claim | before | now | why |", "|---|---|---|---|---|"]
+        lines += [f"| {name} | {c['id']} | {c['before']} | {c['after']} | {c['why']} |" for name, c in changed]
     atomic_write(docs / "README.md", "\n".join(lines) + "\n")
     return docs / "README.md"
+
+
+def _count_table(tables: list[dict]) -> list[str]:
+    """Counts per status of the findings of every experiment and in all, with the post hoc claims and
+    the premises apart (their number and statuses)."""
+    per = {t["experiment"]: counts(t["claims"]) for t in tables}
+    per["**all**"] = {g: {v: sum(c[g][v] for c in per.values()) for v in VERDICTS}
+                      for g in ("findings", "post hoc", "premises")}
+
+    def apart(tally: dict[str, int]) -> str:
+        n = sum(tally.values())
+        return f"{n} ({', '.join(f'{k} {v}' for v, k in tally.items() if k)})" if n else "0"
+
+    return ["Counts per status of the findings; post hoc claims and premises apart, never counted:", "",
+            "| experiment | " + " | ".join(VERDICTS) + " | post hoc | premises |",
+            "|---|" + "---|" * (len(VERDICTS) + 2),
+            *[f"| {name} | " + " | ".join(str(c["findings"][v]) for v in VERDICTS)
+              + f" | {apart(c['post hoc'])} | {apart(c['premises'])} |" for name, c in per.items()]]

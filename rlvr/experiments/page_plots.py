@@ -1,8 +1,17 @@
-"""Figures of a results page: a fresh matplotlib axes (headless) and its labelled, saved form."""
+"""Figures of a results page: a fresh matplotlib axes (headless), its labelled, saved form, and the
+page's one colour map (a model keeps its colour in every plot of the page)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from rlvr.report.colours import colour_map
+
+
+def page_colours(exp) -> dict[str, str]:
+    """{name: colour} of a results page: every model of ``exp`` in declaration order, then every model
+    kind (the lines of the grid plot), so that each plot of the page draws a model in the same colour."""
+    return colour_map([*exp.models, *(spec.kind for spec in exp.models.values())])
 
 
 def new_axes(size: tuple[float, float] = (6, 4)):

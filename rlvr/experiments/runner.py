@@ -17,13 +17,11 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.retention import retention_task
-from rlvr.experiments.cells import cell_passk
+from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
-from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.models import build_model, model_cached, model_config, model_id
+from rlvr.experiments.models import build_model, keyed_section, model_cached, model_config, model_id
 from rlvr.experiments.spec import EvalSpec, Experiment
-from rlvr.experiments.verdict import spread, verdict
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
 from rlvr.model.precision import config_spec, resolve_dtype
@@ -33,6 +31,9 @@ BF16_ARM_MIN_RATIO = 0.5
 """A model declared in bf16 trains where bf16 autocast runs at least this fraction of float32's speed
 (its part then takes at most about twice a float32 part); elsewhere (a CPU without bf16 units, 0.02-0.16x)
 it is not trained and its claims say so."""
+WEIGHTS_CELL = "|masks+strata@every"
+"""What a weights cell holds beyond its key's checkpoints: masks and |W0| strata at every checkpoint
+(older cells kept masks at the final one only, and are computed again)."""
 SAMPLING_SEED = 20_250_418  # every model of an evaluation samples with the same seeds (common random numbers)
 
 
@@ -53,7 +54,8 @@ class Cell:
 
 
 def seeds_of(exp: Experiment, model: str, seeds: int) -> list[int | None]:
-    return list(range(seeds)) if exp.models[model].seeded else [None]
+    spec = exp.models[model]
+    return list(range(spec.first_seed, spec.first_seed + seeds)) if spec.seeded else [None]
 
 
 def protocol_name(ev: EvalSpec) -> str:
@@ -69,6 +71,18 @@ def protocol_name(ev: EvalSpec) -> str:
 
 def eval_dir(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone: str = "") -> Path:
     return out / "evals" / protocol_name(ev) / (model_id(model, seed) + (f"@{milestone}" if milestone else ""))
+
+
+def cell_times(exp: Experiment, out: Path, seeds: int):
+    """``(eval, model) -> [when each of its seeds' cells on disk was computed (None: not recorded)]``,
+    for the claims' provenance (:class:`rlvr.experiments.provenance.Ledger`)."""
+    def times(ev: str, model: str) -> list[str | None]:
+        if ev not in exp.evaluations or model not in exp.models:
+            return []
+        dirs = [eval_dir(out, exp.evaluations[ev], model, s) for s in seeds_of(exp, model, seeds)]
+        return [cell_time(d) for d in dirs if (d / "stats.json").exists()]
+
+    return times
 
 
 def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:
@@ -300,9 +314,10 @@ def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
     info = built[model_id(c.model, c.seed)]
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
-    key = f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}|{config_hash(cfg.sampling)}"
+    key = (f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}"
+           f"|{config_hash(keyed_section(cfg, 'sampling'))}")
     if exp.evaluations[c.eval].kind == "weights":  # the cell covers the kept checkpoints too
-        key += "|" + ",".join(Path(p).name for p in info.get("milestones", []))
+        key += "|" + ",".join(Path(p).name for p in info.get("milestones", [])) + WEIGHTS_CELL
     return path, cfg, eval_dir(out, exp.evaluations[c.eval], c.model, c.seed, c.milestone), key
 
 
@@ -337,33 +352,6 @@ def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone:
     if not path.exists():
         raise FileNotFoundError(str(path))
     return json.loads(path.read_text())
-
-
-def check_claims(exp: Experiment, out: Path, seeds: int, failed: dict[str, str] | None = None) -> list[dict]:
-    """Every claim's per-seed estimates, spread and verdict, from the cells on disk; a claim whose
-    model failed to build says why (``failed``: model name -> reason)."""
-    rows = []
-    for cl in exp.claims:
-        m = MEASURES[cl.measure]
-        row = {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
-               "quantity": m.describe(cl.args), "args": cl.args}
-        against = cl.args.get("against", "base")
-        model = cl.args["model"] if "model" in cl.args else cl.args["pairs"][0][0]  # association: its first run
-        try:
-            est, details = m.compute(lambda e, mo, s: load_stats(out, exp.evaluations[e], mo, s), cl.args,
-                                     seeds_of(exp, model, seeds), seeds_of(exp, against, seeds))
-        except FileNotFoundError as e:
-            why = [(failed or {})[m] for m in (model, against) if m in (failed or {})]
-            rows.append({**row, "verdict": f"not measured: {why[0]}" if why else "not run yet", "missing": str(e)})
-            continue
-        except UserError as e:  # the measure cannot use these cells (e.g. no perplexity was scored)
-            rows.append({**row, "verdict": f"not measured: {e}", "missing": str(e)})
-            continue
-        why = details.get("withheld", "") if isinstance(details, dict) else ""
-        row.update(estimates=[{**e.__dict__, "label": e.label} for e in est], spread=spread(est),
-                   verdict=verdict(est, cl.expect, why), details=details, withheld=why)
-        rows.append(row)
-    return rows
 
 
 def trajectories(exp: Experiment, out: Path, seeds: int, built: dict[str, dict]) -> dict:

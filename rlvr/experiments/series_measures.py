@@ -16,16 +16,20 @@ mean of w points divides it by w. Intervals are +-1.96 sd (normal approximation)
 - ``collapse_order`` (eval, model, against, window = 3, threshold = 0.01): the collapse step of
   ``model``'s run minus ``against``'s, per seed (> 0: model collapses later; a run that never
   collapses counts at its last step + 1). A step count has no sampling interval: lo = hi = value.
+  Not identifiable (:func:`starts_at_threshold`) when a run collapses within its first ``window``
+  steps in some seed: it starts at the threshold, so its "collapse step" says where it starts.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from rlvr.errors import UserError
 from rlvr.experiments.association_measures import collapse_step_of
+from rlvr.experiments.registry import Measure, ModelArgs, PairArgs, register
 from rlvr.experiments.verdict import Estimate, seed_label
 
 
@@ -61,7 +65,7 @@ def _m(args: dict) -> int:
 
 
 def rise_and_fall(get, args: dict, seeds, against_seeds):
-    m, w = _m(args), int(args.get("window", 3))
+    m, w = _m(args), int(args["window"])
     out, details = [], {}
     for s in seeds:
         steps, r = heldout(get(args["eval"], args["model"], s))
@@ -81,7 +85,7 @@ def rise_and_fall(get, args: dict, seeds, against_seeds):
 
 
 def heldout_change(get, args: dict, seeds, against_seeds):
-    m, w = _m(args), int(args.get("window", 3))
+    m, w = _m(args), int(args["window"])
     out, details = [], {}
     for s in seeds:
         steps, r = heldout(get(args["eval"], args["model"], s))
@@ -95,7 +99,7 @@ def heldout_change(get, args: dict, seeds, against_seeds):
 
 
 def collapse_order(get, args: dict, seeds, against_seeds):
-    w, thr = int(args.get("window", 3)), float(args.get("threshold", 0.01))
+    w, thr = int(args["window"]), float(args["threshold"])
     out, details = [], {}
     for s, a in zip(seeds, against_seeds if against_seeds != [None] else [None] * len(seeds)):
         (cm, okm), (ca, oka) = (collapse_step_of(get(args["eval"], name, x), w, thr)
@@ -109,3 +113,69 @@ def collapse_order(get, args: dict, seeds, against_seeds):
         details[seed_label(s)] = {"model_step": cm, "model_collapsed": okm, "against_step": ca,
                                   "against_collapsed": oka, "start_reward_accuracy": start}
     return out, details
+
+
+def starts_at_threshold(args: dict, estimates, details: dict) -> str:
+    """Why a collapse order is degenerate ('' when it is not): some run collapsed within its first
+    ``window`` logged steps (the first trailing mean is already below the threshold)."""
+    w = int(args["window"])
+    early = [f"{name}-{s} (step {step:.0f})" for s, x in details.items()
+             for name, step, ok in ((args["model"], x["model_step"], x["model_collapsed"]),
+                                    (args["against"], x["against_step"], x["against_collapsed"]))
+             if ok and step <= w]
+    if not early:
+        return ""
+    return (f"{', '.join(early)} collapsed within its first {w} steps: it starts at the threshold, so its collapse "
+            "step measures where it starts, not when it collapses")
+
+
+NORMAL = "+-1.96 sampling sd of the held-out points for the series measures"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldoutArgs(ModelArgs):
+    samples_per_point: int
+    """Held-out problems x samples per problem of each point (its sampling variance p(1-p)/m)."""
+    window: int = 3
+    """Points in the trailing mean (rise_and_fall) or the end mean (heldout_change)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollapseArgs(PairArgs):
+    window: int = 3
+    """Steps in the trailing mean of the reward accuracy."""
+    threshold: float = 0.01
+    """A run has collapsed at the first step whose trailing mean is below it."""
+
+
+def _rise_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: {x['first']:.3f} -> peak {x['peak']:.3f} (step {x['peak_step']}) -> "
+                     f"{x['last']:.3f} (step {x['last_step']}, smoothed)" for s, x in d.items())
+
+
+def _change_detail(d: dict, a: dict) -> str:
+    return "; ".join(f"{s}: {x['first']:.3f} -> {x['end']:.3f} (steps {', '.join(map(str, x['end_steps']))})"
+                     for s, x in d.items())
+
+
+def _order_detail(d: dict, a: dict) -> str:
+    def num(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    return "; ".join(
+        f"{s}: {a['model']} {x['model_step']:.0f}{'' if x['model_collapsed'] else ' (never)'} vs {a['against']} "
+        f"{x['against_step']:.0f}{'' if x['against_collapsed'] else ' (never)'}; starting reward accuracy "
+        + ", ".join(f"{k} {num(v)}" for k, v in x["start_reward_accuracy"].items()) for s, x in d.items())
+
+
+register(
+    Measure("rise_and_fall", rise_and_fall, HeldoutArgs,
+            lambda a: f"min(peak - first, peak - last) of {a['model']}'s smoothed held-out accuracy (peak after the "
+                      "first point)", NORMAL, _rise_detail, section="Training dynamics"),
+    Measure("heldout_change", heldout_change, HeldoutArgs,
+            lambda a: f"{a['model']}'s held-out accuracy: mean of the last {a['window']} points - the first", NORMAL,
+            _change_detail, section="Training dynamics"),
+    Measure("collapse_order", collapse_order, CollapseArgs, lambda a: f"collapse step {a['model']} - {a['against']}",
+            "none for the collapse steps (a step count per seed)", _order_detail, starts_at_threshold,
+            "Training dynamics"),
+)

@@ -16,6 +16,7 @@ Schema (each key is a field below, with its docstring)::
     config: quickstart                   # base config of every cell, + overrides
     overrides: [task.knobs={...}]
     seeds: 3                             # default seeds of seeded models (--seeds overrides)
+    pretrain_seeds: 1                    # pretraining seeds of the bases declared pretrain_seeded
     minutes: 38                          # measured wall minutes of the full run on 2 cores
     parts:                               # optional: evaluations run by `--part N` (1-based), with
       - {evaluations: [t06], minutes: 35}  #   the models they need; cells are shared between parts
@@ -30,7 +31,7 @@ Schema (each key is a field below, with its docstring)::
       w: {kind: weights, k: 0.05, temperature: 1.0, n: 4, problems: 64, models: [rl, sft]}
     claims:
       - {id: rl_wins_small_k, claim: "...", paper: "...", measure: passk_diff,
-         args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}
+         args: {eval: t06, model: rl, against: base, k: 1}, expect: positive}  # kind: premise (not counted)
     protocol: [...]                      # sentences for the page
     deviations: [...]                    # every deviation from the papers' protocol, and why
     notes: [...]                         # optional: what the full run showed, why a claim failed
@@ -57,11 +58,12 @@ from rlvr.config import (
     check,
     check_ranges,
     load_declaration,
-    read_yaml,
+    read_mapping,
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.verdict import EXPECTS
+from rlvr.experiments.replicates import expand
+from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
 KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel", "rl_steps")
@@ -99,8 +101,15 @@ class ModelSpec:
     base: str = "base"
     """The base model (a declared model of kind ``base``, e.g. one pretrained with another corpus mix
     or size) a trained model starts from; its architecture comes from that checkpoint."""
+    first_seed: int = 0
+    """A seeded model's seeds are first_seed .. first_seed + seeds - 1: a fresh replication on seeds no
+    earlier run used (its claims pair seeds by position)."""
+    pretrain_seeded: bool = False
+    """A base model: pretrain it once per pretraining seed (the experiment's ``pretrain_seeds``,
+    ``pretrain.seed``); every model built from it is then trained over pretraining x RL seeds
+    (:mod:`rlvr.experiments.replicates`)."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"milestones": NON_NEGATIVE, "start": FRACTION}
+    RANGES: ClassVar[dict[str, Range]] = {"milestones": NON_NEGATIVE, "start": FRACTION, "first_seed": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -109,6 +118,9 @@ class ModelSpec:
         check(self.kind != "base" or not self.seeded, "", "a base model is pretrained once; it cannot be seeded")
         check(self.kind != "base" or self.base == "base", "base",
               "a base model takes no base (give it overrides or a start)")
+        check(self.seeded or not self.first_seed, "first_seed", "only a seeded model has seeds to start from")
+        check(self.kind == "base" or not self.pretrain_seeded, "pretrain_seeded",
+              "only a base model is pretrain_seeded (the models built from it follow)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,11 +208,19 @@ class ClaimSpec:
     """The measure's arguments (evaluations and models it reads; checked by the measure)."""
     expect: str
     """The claimed direction of the measured quantity: positive | negative."""
+    kind: str = "finding"
+    """``finding`` (a paper's claim, counted) or ``premise`` (a manipulation check: the regime the
+    findings need, e.g. "the high learning rate destabilises GRPO"; shown apart, never counted)."""
+    post_hoc: str = ""
+    """Audited from the history: why this claim is post hoc where its cells' records cannot show it
+    (they carry no time), e.g. "re-specified after a pilot run that is in its sample". A claim declared
+    after its recorded cells is post hoc without it (:mod:`rlvr.experiments.provenance`)."""
 
     def __post_init__(self):
         check(self.measure in MEASURES, "measure",
               f"unknown {self.measure!r}; use one of {', '.join(sorted(MEASURES))}")
         check(self.expect in EXPECTS, "expect", f"use one of {', '.join(EXPECTS)}")
+        check(self.kind in CLAIM_KINDS, "kind", f"unknown {self.kind!r}; use one of {', '.join(CLAIM_KINDS)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,6 +291,9 @@ class Experiment:
     """Config overrides of every model."""
     seeds: int = 3
     """Seeds of the seeded models (``--seeds`` overrides)."""
+    pretrain_seeds: int = 1
+    """Pretraining seeds of the base models declared ``pretrain_seeded`` (claims that compare bases
+    need at least 2): the replicates above the RL seeds (:mod:`rlvr.experiments.replicates`)."""
     minutes: float = 0.0
     """Measured wall minutes of the full run on 2 cores."""
     parts: tuple[PartSpec, ...] = ()
@@ -300,7 +323,8 @@ class Experiment:
     """The miniature form (:meth:`quick_form`): it checks the machinery, so it trains every model
     whatever the machine (a bf16 model too where bf16 is slow)."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"seeds": at_least(1), "minutes": NON_NEGATIVE}
+    RANGES: ClassVar[dict[str, Range]] = {"seeds": at_least(1), "pretrain_seeds": at_least(1),
+                                          "minutes": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -377,7 +401,7 @@ def parse(data: dict, name: str) -> Experiment:
     exp = load_declaration(Experiment, data, source(name))
     if exp.name != name:
         raise ConfigError(f"{source(name)}: name: {exp.name!r} differs from the file name")
-    return exp
+    return expand(exp)
 
 
 def names() -> list[str]:
@@ -392,4 +416,4 @@ def load(name: str) -> Experiment:
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; declared: {', '.join(names()) or 'none'}"
         raise UserError(f"unknown experiment {name!r}{hint}")
-    return parse(read_yaml(path), name)
+    return parse(read_mapping(path, "declaration"), name)

@@ -10,8 +10,10 @@ Per checkpoint (``OUT/ckpt_<name>.json``, so a killed cell resumes at the first 
 - ``kl`` / ``kl_per_problem``: per-token KL(model || base) on the first ``problems`` held-out
   prompts, exact over the vocabulary at each position of ``n`` of the model's own samples per
   prompt (temperature and top-p of the evaluation), averaged per problem, then over problems;
-- at the final checkpoint only, ``masks``: {tensor: base64 of np.packbits of the flattened bf16
-  update mask} (for the mask-overlap measure).
+- ``masks``: {tensor: base64 of np.packbits of the flattened bf16 update mask} and ``strata``:
+  {tensor: the mask counted by the binary exponent of |W0|} (for the mask-overlap measure and its
+  |W0|-stratified chance model; at every checkpoint, so that a control run's checkpoint matched by
+  update norm has its mask too).
 
 ``stats.json`` = {"kind": "weights", "checkpoints": [... in step order, the final one last]}.
 """
@@ -25,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from rlvr.analysis.update_records import compare_models, update_rel_norm
+from rlvr.analysis.update_records import compare_models, mask_strata, update_rel_norm
 from rlvr.config import RunConfig
 from rlvr.eval.generate import mean_kl_under, samples_for
-from rlvr.experiments.cells import open_cell
+from rlvr.experiments.cells import finish_cell, open_cell
 from rlvr.model.io import load_policy
 from rlvr.paths import atomic_write
 
@@ -56,18 +58,16 @@ def checkpoint_stats(path: str, name: str, base_dir: str, cfg: RunConfig, task, 
     """The statistics of one checkpoint (module docstring)."""
     records, masks = compare_models(base_dir, path, ev.directions)
     kl = policy_kl(path, base_dir, cfg, task, ev.problems, ev.n, ev.temperature, ev.top_p, seed)
-    out = {"name": name, "step": step_of(name), "path": str(path), "update_rel_norm": update_rel_norm(records),
-           "kl": sum(kl) / len(kl), "kl_per_problem": kl, "records": records}
-    if final:
-        out["masks"] = {k: base64.b64encode(v.tobytes()).decode() for k, v in masks.items()}
-    return out
+    return {"name": name, "step": step_of(name), "path": str(path), "update_rel_norm": update_rel_norm(records),
+            "kl": sum(kl) / len(kl), "kl_per_problem": kl, "records": records,
+            "masks": {k: base64.b64encode(v.tobytes()).decode() for k, v in masks.items()},
+            "strata": mask_strata(base_dir, masks)}
 
 
 def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunConfig, task, ev, seed: int,
                      out: Path, key: str = "") -> dict:
     """Every checkpoint's statistics (milestones, then ``final``) -> ``out/stats.json``. A folder
     holding another ``key``'s results is cleared first; finished checkpoints are reused."""
-    done = out / "stats.json"
     if (cached := open_cell(out, key)) is not None:
         return cached
     ckpts = sorted(milestones, key=lambda p: step_of(Path(p).name)) + [final]
@@ -82,6 +82,4 @@ def evaluate_weights(final: str, milestones: list[str], base_dir: str, cfg: RunC
         row = checkpoint_stats(path, name, base_dir, cfg, task, ev, seed, is_final)
         atomic_write(f, json.dumps(row))
         rows.append(row)
-    stats = {"kind": "weights", "k": ev.directions, "checkpoints": rows}
-    atomic_write(done, json.dumps(stats))
-    return stats
+    return finish_cell(out, {"kind": "weights", "k": ev.directions, "checkpoints": rows})

@@ -34,11 +34,12 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Te
 
 @torch.no_grad()
 def score(model, rb: RolloutBatch, temperature: float = 1.0, batch_size: int = 256) -> torch.Tensor:
-    """(B, T) log-probs of rb's completions under ``model`` (no gradient), in chunks."""
+    """(B, T) log-probs of rb's completions under ``model`` (no gradient), in chunks; 0 on padding and
+    on environment tokens (a tool task's observations: read, never sampled)."""
     out = []
     for s in range(0, rb.size, batch_size):
         rows = slice(s, s + batch_size)
         ids, mask, tp = sequences(rb, rows)
         out.append(token_logprobs(completion_logits(model, ids, mask, tp, temperature),
                                   rb.completion_ids[rows])[0])
-    return torch.cat(out) * rb.completion_mask
+    return torch.cat(out) * rb.policy_mask  # environment tokens carry no log-prob

@@ -12,7 +12,9 @@ import torch
 
 from rlvr.config import SamplingConfig
 from rlvr.model.io import model_device
+from rlvr.rollout.episodes import sample_episodes
 from rlvr.rollout.sample import SampleParams, generate, runs_of
+from rlvr.tasks.environment import EpisodeLimits
 from rlvr.types import RolloutBatch
 
 
@@ -31,6 +33,7 @@ def sample_params(cfg: SamplingConfig, tok, self_certainty: bool = False,
         marker_ids=tuple(tok.encode(marker)) if cfg.interruption_budget and marker else (),
         interruption_extra=cfg.interruption_extra,
         self_certainty=self_certainty,
+        episode=EpisodeLimits(cfg.max_turns, cfg.max_turn_tokens, cfg.tool_timeout_s, cfg.max_observation_chars),
     )
 
 
@@ -42,13 +45,19 @@ def encode_prompts(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]
 def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int = 0,
            generator: torch.Generator | None = None, batch_size: int = 512, weight_sync=None,
            sync_every: int = 8, share_prefix: bool = True,
-           on_step: Callable[[int], None] | None = None) -> RolloutBatch:
+           on_step: Callable[[int], None] | None = None, environments: list | None = None,
+           problems: list | None = None) -> RolloutBatch:
     """One completion per prompt (repeat prompts for G samples), on the model's device; texts decoded.
     Large inputs are split into chunks of ``batch_size`` rows and concatenated. Within a chunk, runs
     of the same prompt are prefilled once (``share_prefix``; the samples are the same as without it,
     see :func:`rlvr.rollout.sample.generate`). ``weight_sync`` and ``sync_every``: the in-flight
     weight update hook of :func:`rlvr.rollout.sample.generate`; ``on_step`` its progress hook (each
-    chunk reports its whole step budget)."""
+    chunk reports its whole step budget). ``environments`` (one per prompt, with its ``problems`` row:
+    :func:`rlvr.tasks.environment.environments_for`) makes every row a multi-turn episode
+    (:func:`rlvr.rollout.episodes.sample_episodes`); None (a single-turn task) samples as above."""
+    if environments is not None:
+        return _sample_episodes(model, tok, prompts, environments, problems, params, version=version,
+                                generator=generator, batch_size=batch_size, on_step=on_step)
     was_training = model.training
     model.eval()
     try:
@@ -65,6 +74,23 @@ def sample(model, tok, prompts: list[str], params: SampleParams, *, version: int
             ids_rows, lens = rb.completion_ids.tolist(), rb.lengths.tolist()  # python lists: no per-token tensor ops
             rb.texts = [tok.decode(row[:n]) for row, n in zip(ids_rows, lens)]
             parts.append(rb)
+    finally:
+        model.train(was_training)
+    return RolloutBatch.concat(parts, tok.pad_id)
+
+
+def _sample_episodes(model, tok, prompts, environments, problems, params: SampleParams, *, version: int,
+                     generator, batch_size: int, on_step) -> RolloutBatch:
+    """Multi-turn episodes in chunks of ``batch_size`` rows (the policy in eval mode meanwhile)."""
+    if problems is None or not (len(problems) == len(environments) == len(prompts)):
+        raise ValueError("multi-turn sampling needs one environment and one problem per prompt")
+    was_training = model.training
+    model.eval()
+    try:
+        parts = [sample_episodes(model, tok, prompts[i : i + batch_size], environments[i : i + batch_size],
+                                 problems[i : i + batch_size], params, version=version, generator=generator,
+                                 on_step=on_step)
+                 for i in range(0, len(prompts), batch_size)]
     finally:
         model.train(was_training)
     return RolloutBatch.concat(parts, tok.pad_id)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr.tasks.environment import EpisodeLimits
 from rlvr.types import RolloutBatch
 
 COMPACT_FRACTION = 8
@@ -43,6 +44,7 @@ class SampleParams:
     marker_ids: tuple[int, ...] = ()  # end-of-reasoning marker; rows that emitted it are not interrupted
     interruption_extra: int = 8
     self_certainty: bool = False  # also record per position the self-certainty and the top-2 margin
+    episode: EpisodeLimits = EpisodeLimits()  # turn / tool bounds of a tool task's episodes (rollout.episodes)
 
 
 def sample_next(logits: torch.Tensor, p: SampleParams, gen: torch.Generator | None):

@@ -6,7 +6,9 @@ importing this module never imports heavy dependencies. Add tasks with :func:`re
 
 A name with a colon is a *task reference* to a user's own task, loaded without registering it:
 ``path/to/task.py:ClassName`` (a file, relative to the working directory) or
-``package.module:ClassName`` (an importable module); see :func:`load_ref`. Every built task is
+``package.module:ClassName`` (an importable module); see :func:`load_ref`. A TRL-style environment
+class (``reset`` plus tool methods, no ``problems`` / ``verify``) loads the same way, as a tool task
+(:mod:`rlvr.tasks.trl_environment`). Every built task is
 checked to have ``problems`` and ``verify`` (:func:`check_task`).
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.tasks.base import Task
+from rlvr.tasks.trl_environment import EnvironmentTask, is_environment_class
 
 Factory = Callable[..., Task] | str
 
@@ -38,6 +41,7 @@ TASKS: dict[str, Factory] = {
     "jsonl": "rlvr.tasks.jsonl:JsonlTask",
     "docrecon": "rlvr.tasks.docrecon:DocReconTask",
     "reasoning_gym": "rlvr.tasks.reasoning_gym:ReasoningGymTask",
+    "calculator": "rlvr.tasks.calculator:CalculatorTask",
 }
 
 
@@ -123,10 +127,24 @@ def load_ref(ref: str) -> Callable[..., Task]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise UserError(f"{ref!r} is not callable ({type(obj).__name__}); name a task class or factory function")
-    if inspect.isclass(obj):
+    if is_environment_class(obj):
+        obj = _environment_factory(obj, ref)
+    elif inspect.isclass(obj):
         _check_members(obj, ref)
     _REFS[ref] = obj
     return obj
+
+
+def _environment_factory(env_class: type, ref: str) -> Callable[..., Task]:
+    """The task factory of a TRL-style environment class: knobs ``source`` (the task giving problems
+    and the verifier, default ``jsonl``), ``source_knobs`` (its knobs) and ``calls`` (json | tag)."""
+
+    def factory(source: str = "jsonl", source_knobs: dict | None = None, calls: str = "json") -> Task:
+        if is_task_ref(source):
+            raise UserError(f"task {ref!r}: source={source!r} must be a registered task name")
+        return EnvironmentTask(env_class, get_task(source, **(source_knobs or {})), calls, name=ref)
+
+    return factory
 
 
 def _check_members(obj: Any, name: str) -> None:

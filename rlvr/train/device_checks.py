@@ -141,7 +141,7 @@ def check_native_logp(path: str, dtype: str, *, prompts: int, max_new_tokens: in
     ids, mask = tok.batch_encode_left(heldout_prompts(prompts))
     rb = generate(policy, ids.to(device), mask.to(device), SampleParams(max_new_tokens=max_new_tokens),
                   eos_id=tok.eos_id, pad_id=tok.pad_id, generator=torch.Generator(device).manual_seed(0))
-    mean, largest = diff_stats(rb.behaviour_logp, score(policy, rb), rb.completion_mask)
+    mean, largest = diff_stats(rb.behaviour_logp, score(policy, rb), rb.policy_mask)
     ok = rb.behaviour_logp.dtype == torch.float32 and mean < mean_tol and largest < max_tol
     return verdict(ok), (f"mean|diff| {mean:.2e} max|diff| {largest:.2e} "
-                         f"over {int(rb.completion_mask.sum())} tokens")
+                         f"over {int(rb.policy_mask.sum())} tokens")

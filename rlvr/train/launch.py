@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rlvr.config import RunConfig, dump_yaml, load_config
-from rlvr.paths import atomic_write, require_run_dir
+from rlvr.config import RunConfig, dump_yaml
+from rlvr.paths import atomic_write, claim_new_dir
 from rlvr.train.loop import new_run_dir, train
 from rlvr.train.ray_backend import _ray, actor_cpus, ensure_ray
+from rlvr.train.resume import saved_config
 from rlvr.train.validate import validate
 
 
@@ -25,7 +26,7 @@ class TrainerActor:
     def run(self, cfg, run_dir: str, resume: bool, progress: str | None, extra_steps: int | None) -> str:
         if resume:
             return str(train(resume=run_dir, progress=progress, extra_steps=extra_steps))
-        return str(train(cfg, run_dir=run_dir, progress=progress))
+        return str(train(cfg, run_dir=run_dir, progress=progress, overwrite=None))  # claimed by the driver
 
     def pid(self) -> int:
         return os.getpid()
@@ -37,18 +38,19 @@ def in_trainer_actor(cfg: RunConfig) -> bool:
 
 
 def run_training(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resume: str | Path | None = None,
-                 progress: str | None = None, extra_steps: int | None = None) -> Path:
-    """Train (or resume) a run where its config says; returns the run directory."""
+                 progress: str | None = None, extra_steps: int | None = None, overwrite: bool = False) -> Path:
+    """Train (or resume) a run where its config says; returns the run directory. A non-empty
+    ``run_dir`` is refused unless ``overwrite`` (:func:`rlvr.paths.claim_new_dir`)."""
     if resume is not None:
         run = Path(resume)
-        cfg = load_config(require_run_dir(run), [f"train.steps={extra_steps}"] if extra_steps else [])
+        cfg = saved_config(run)
     if not in_trainer_actor(cfg):
         return train(cfg if resume is None else None, run_dir=run_dir, resume=resume, progress=progress,
-                     extra_steps=extra_steps)
+                     extra_steps=extra_steps, overwrite=overwrite)
     if resume is None:
         validate(cfg)
         run = Path(run_dir) if run_dir else new_run_dir(cfg)
-        run.mkdir(parents=True, exist_ok=True)
+        claim_new_dir(run, overwrite)
         atomic_write(run / "config.yaml", dump_yaml(cfg))
     ray = _ray()
     started = ensure_ray(cfg.pipeline)

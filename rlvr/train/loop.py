@@ -15,18 +15,20 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import RunConfig, dump_yaml, load_config
+from rlvr.config import RunConfig, dump_yaml
 from rlvr.errors import UserError
 from rlvr.log import MetricsLog, Progress, warn
 from rlvr.machine import machine_info
 from rlvr.model.io import resolve_device
-from rlvr.paths import atomic_write, require_run_dir
+from rlvr.paths import RUN_CONFIG, atomic_write, claim_new_dir
 from rlvr.rewards.verify import verify_all
 from rlvr.rollout.engine import sample
-from rlvr.train.checkpoint import latest_good_checkpoint, load_checkpoint_into, remove_partial, save_checkpoint
+from rlvr.tasks.environment import environments_for
+from rlvr.train.checkpoint import latest_good_checkpoint, remove_partial, save_checkpoint
 from rlvr.train.distributed import LAUNCH, DataParallelSharding, DataParallelSource, from_rank0, rank_world
 from rlvr.train.pipeline import LocalBackend, Pipeline
 from rlvr.train.ray_backend import RayBackend
+from rlvr.train.resume import check_fits, restore, saved_config, steps_target
 from rlvr.train.state import TrainState, build_policy, build_state, fitting_problems, resolve_precision
 from rlvr.train.step import LOCAL, BatchSource, Sharding, SyncSource, rl_step
 from rlvr.train.validate import validate
@@ -54,7 +56,8 @@ def heldout_pass_rate(st: TrainState, n_problems: int, seed: int, samples: int =
                                 None, "heldout")
     rows = [p for p in problems for _ in range(samples)]
     gen = torch.Generator().manual_seed(seed)
-    rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=gen)
+    rb = sample(st.model, st.tok, [p.prompt for p in rows], st.params, version=st.version, generator=gen,
+                environments=environments_for(st.task, rows, st.params), problems=rows)
     verdicts = verify_all(st.task, rb.texts, rows, failure_value=st.cfg.train.reward_failure_value,
                           timeout_s=st.cfg.reward.timeout_s)
     return sum(v.correct for v in verdicts) / max(1, len(verdicts))
@@ -82,19 +85,30 @@ def _log_line(log: MetricsLog, m: dict) -> None:
 
 def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resume: str | Path | None = None,
           progress: str | None = None, extra_steps: int | None = None,
-          source: BatchSource | None = None, sharding: Sharding | None = None) -> Path:
+          source: BatchSource | None = None, sharding: Sharding | None = None,
+          overwrite: bool | None = False) -> Path:
     """Run (or resume) an RL run in this process; returns its directory. ``resume`` continues the
-    run in that directory from its last good checkpoint, with the config saved there. ``source`` /
-    ``sharding`` override :func:`make_source` (tests)."""
+    run in that directory from its last good checkpoint, with the config saved there (``extra_steps``:
+    a new step target, recorded beside it: :func:`rlvr.train.resume.steps_target`). ``overwrite``
+    (False: refused; True: emptied first, saying what it removes; None: no check, for callers that
+    manage the folder themselves): what
+    happens to a non-empty ``run_dir`` (:func:`rlvr.paths.claim_new_dir`).
+    ``source`` / ``sharding`` override :func:`make_source` (tests)."""
     if resume is not None:
         run = Path(resume)
-        cfg = load_config(require_run_dir(run), [f"train.steps={extra_steps}"] if extra_steps else [])
+        cfg = saved_config(run)  # exactly the config the run started with; config.yaml is not rewritten
+        validate(cfg)
+        check_fits(run, cfg)  # before any model is built: another run's config.yaml fails here
+        cfg = steps_target(run, cfg, extra_steps, record=rank_world()[0] == 0)
     else:
         validate(cfg)  # a typo must fail in the first second, before any pretraining
         run = Path(run_dir) if run_dir else new_run_dir(cfg)
+        if overwrite is not None:
+            claim_new_dir(run, overwrite)
         run.mkdir(parents=True, exist_ok=True)
     cfg, precision = from_rank0(lambda: resolve_precision(cfg))  # model.dtype auto -> float32 | bfloat16
-    atomic_write(run / "config.yaml", dump_yaml(cfg))  # a kill here must not leave a torn config
+    if resume is None:
+        atomic_write(run / RUN_CONFIG, dump_yaml(cfg))  # a kill here must not leave a torn config
     machine = machine_info(precision.dtype, resolve_device(cfg.train.device))
     machine["precision_reason"] = precision.reason  # the numbers behind the printed line (ratios, cache file)
     atomic_write(run / "machine.json", json.dumps(machine, indent=1))  # the machine of the latest (re)start
@@ -109,7 +123,7 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             warn(f"removed {d.name}: a checkpoint write interrupted by a crash")
         ckpt = latest_good_checkpoint(run)
         if ckpt is not None:
-            load_checkpoint_into(ckpt, st)
+            restore(ckpt, st, run / RUN_CONFIG)
             start = st.step
         if start >= cfg.train.steps:
             warn(f"resume of {run}: the last checkpoint is at step {start} and train.steps={cfg.train.steps}, "

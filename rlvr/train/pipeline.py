@@ -34,6 +34,7 @@ from rlvr.errors import PipelineError
 from rlvr.log import warn
 from rlvr.rewards.scoring import score_rollouts
 from rlvr.rollout.engine import sample
+from rlvr.tasks.environment import environments_for
 from rlvr.train.lag_queue import LagQueue, ScoredGroup
 from rlvr.train.state import TrainState, sampling_generator
 from rlvr.train.step import Collected
@@ -94,9 +95,11 @@ class LocalProducer:
         torch.set_num_threads(threads_per_worker(cfg))
         self.sync()
         G = cfg.algo.group_size
-        rb = sample(self.model, st.tok, [p.prompt for p in problems for _ in range(G)], st.params,
+        rows = [p for p in problems for _ in range(G)]
+        rb = sample(self.model, st.tok, [p.prompt for p in rows], st.params,
                     version=self.version, generator=self.streams.next(self.version), weight_sync=self.sync,
-                    sync_every=cfg.pipeline.sync_every)
+                    sync_every=cfg.pipeline.sync_every,
+                    environments=environments_for(st.task, rows, st.params), problems=rows)
         batch = score_rollouts(cfg, st.task, rb, problems, st.params.max_new_tokens, f"generator {self.idx}",
                                st.count)
         return make_groups(cfg, batch, self.idx, chunk)

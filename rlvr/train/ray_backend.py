@@ -27,6 +27,7 @@ import torch
 from rlvr.errors import UserError
 from rlvr.rewards.scoring import score_rollouts
 from rlvr.rollout.engine import sample
+from rlvr.tasks.environment import is_tool_task
 from rlvr.train.pipeline import SamplingStreams, make_groups
 from rlvr.train.state import get_task
 from rlvr.train.weights import bucket_layout, pack, parameters_of, unpack_into
@@ -155,6 +156,9 @@ class RayBackend:
     """Generator and verifier actors for :class:`rlvr.train.pipeline.Pipeline`; weights by object store."""
 
     def __init__(self, st):
+        if is_tool_task(st.task):
+            raise UserError("tool tasks (multi-turn episodes) run on pipeline.backend=local or the sync step; "
+                            "the Ray generators sample single turns (docs/tools.md)")
         ray = _ray()
         self.cfg, pc = st.cfg, st.cfg.pipeline
         self.started = ensure_ray(pc)

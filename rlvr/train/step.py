@@ -32,6 +32,7 @@ import torch
 from rlvr.algo.advantages import group_advantages, mixed_outcome_groups, zero_variance_groups
 from rlvr.algo.losses import objective
 from rlvr.algo.mismatch import correct
+from rlvr.errors import UserError
 from rlvr.log import warn
 from rlvr.model.hf import model_source
 from rlvr.model.io import model_device
@@ -40,6 +41,7 @@ from rlvr.rewards.scoring import reward_metrics, score_rollouts
 from rlvr.rollout.engine import sample
 from rlvr.rollout.vllm import VLLMEngine
 from rlvr.rollout.vllm import sample as vllm_sample
+from rlvr.tasks.environment import environments_for
 from rlvr.train.micro_batches import LOCAL, MicroBatch, Sharding, UpdateBatch
 from rlvr.train.schedule import lr_at
 from rlvr.train.state import TrainState, completion_budget, flops_per_token, sampling_generator
@@ -165,7 +167,8 @@ def rollout(st: TrainState, problems: list, gen: torch.Generator, where: str,
     """G completions of each problem from the current policy, scored (the reward phase);
     ``timing["score_s"]`` (when given) accumulates the seconds spent scoring."""
     G = st.cfg.algo.group_size
-    rb = sample_policy(st, [p.prompt for p in problems for _ in range(G)], gen)
+    rows = [p for p in problems for _ in range(G)]
+    rb = sample_policy(st, [p.prompt for p in rows], gen, rows)
     t0 = time.time()
     scored = score_rollouts(st.cfg, st.task, rb, problems, st.params.max_new_tokens, where, st.count)
     if timing is not None:
@@ -173,11 +176,17 @@ def rollout(st: TrainState, problems: list, gen: torch.Generator, where: str,
     return scored
 
 
-def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator):
+def sample_policy(st: TrainState, prompts: list[str], gen: torch.Generator, problems: list | None = None):
     """One completion per prompt from the current policy: the native sampler, or (``sampling.engine
-    vllm``) a vLLM engine whose weights are synced from the trainer whenever they are behind."""
+    vllm``) a vLLM engine whose weights are synced from the trainer whenever they are behind. For a
+    tool task, ``problems`` (one per prompt) and one multi-turn episode per row (native sampler only)."""
+    environments = None if problems is None else environments_for(st.task, problems, st.params)
     if st.cfg.sampling.engine == "native":
-        return sample(st.model, st.tok, prompts, st.params, version=st.step, generator=gen)
+        return sample(st.model, st.tok, prompts, st.params, version=st.step, generator=gen,
+                      environments=environments, problems=problems)
+    if environments is not None:
+        raise UserError("tool tasks (multi-turn episodes) run on sampling.engine=native; the vLLM engine "
+                        "samples single turns (docs/tools.md, 'vLLM')")
 
     if st.engine is None:
         st.engine = VLLMEngine(model_source(st.cfg.model.init_from or st.cfg.model.path),

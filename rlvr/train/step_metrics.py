@@ -22,7 +22,8 @@ def rollout_metrics(batch: ScoredBatch) -> dict:
     (:func:`rlvr.train.step.train_on`)."""
     rb, verdicts = batch.rollouts, batch.verdicts
     n = max(1, len(verdicts))
-    ent = (rb.entropy * rb.completion_mask).sum() / rb.completion_mask.sum().clamp(min=1)
+    policy = rb.policy_mask  # environment tokens (tool outputs) are no sample of the policy
+    ent = (rb.entropy * policy).sum() / policy.sum().clamp(min=1)
     status = {s: sum(v.status == s for v in verdicts) / n for s in ("no_answer", "malformed", "wrong", "right")}
     return {
         "reward": float(batch.reward_B.mean()),
@@ -30,10 +31,34 @@ def rollout_metrics(batch: ScoredBatch) -> dict:
         "no_answer_rate": status["no_answer"],
         "malformed_rate": status["malformed"],
         "entropy": float(ent),
-        "response_len": float(rb.lengths.float().mean()),
+        "response_len": float(rb.policy_lengths.float().mean()),
         "truncation_rate": sum(r == "length" for r in rb.finish_reason) / n,
         "interrupted_rate": sum(r == "interrupted" for r in rb.finish_reason) / n,
         "zero_var_frac": float(zero_variance_groups(batch.reward_B.view(-1, batch.group_size)).float().mean()),
+        **episode_metrics(batch),
+    }
+
+
+def episode_metrics(batch: ScoredBatch) -> dict:
+    """Tool tasks' episode diagnostics (no keys for a single-turn batch): ``turns``, ``tool_calls``
+    and ``env_tokens`` per episode, ``failed_call_share`` (failed calls over calls), and the pass
+    rate of the episodes with (``pass_rate_with_call``) and without (``pass_rate_without_call``) a
+    tool call (NaN when no episode is in that group)."""
+    episodes = batch.rollouts.episodes
+    if episodes is None:
+        return {}
+    n = max(1, len(episodes))
+    calls = sum(e.tool_calls for e in episodes)
+    correct = [v.correct for v in batch.verdicts]
+    with_call = [c for c, e in zip(correct, episodes) if e.tool_calls]
+    without = [c for c, e in zip(correct, episodes) if not e.tool_calls]
+    return {
+        "turns": sum(e.turns for e in episodes) / n,
+        "tool_calls": calls / n,
+        "failed_call_share": sum(e.failed_calls for e in episodes) / calls if calls else 0.0,
+        "env_tokens": sum(e.env_tokens for e in episodes) / n,
+        "pass_rate_with_call": sum(with_call) / len(with_call) if with_call else float("nan"),
+        "pass_rate_without_call": sum(without) / len(without) if without else float("nan"),
     }
 
 

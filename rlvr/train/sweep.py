@@ -8,16 +8,20 @@ import statistics
 from pathlib import Path
 
 from rlvr.algo.losses import LOSSES
-from rlvr.config import load_config
+from rlvr.config import load_config, to_dict
 from rlvr.console import print_table
 from rlvr.errors import UserError
 from rlvr.log import read_metrics
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, claim_new_dir, is_run_dir
 from rlvr.train.launch import run_training
+from rlvr.train.resume import saved_config
 
 
 def sweep_variants(path: str | None, overrides: list[str], variants: list[str], seeds: list[int],
-                   progress: str | None = None) -> dict:
+                   progress: str | None = None, overwrite: bool = False) -> dict:
+    """One run per (variant, seed) under ``train.out_dir/sweep-<name>/<variant>-s<seed>``. A folder
+    that already holds the same run is reused when finished and resumed when not; one that holds
+    anything else is refused unless ``overwrite`` (then emptied)."""
     unknown = [v for v in variants if v not in LOSSES]
     if unknown:
         raise UserError(f"unknown loss variant(s) {unknown}; registered: {', '.join(sorted(LOSSES))}")
@@ -29,8 +33,13 @@ def sweep_variants(path: str | None, overrides: list[str], variants: list[str], 
             cfg = load_config(path, [*overrides, f"loss.name={v}", "loss.aggregation=", "loss.std_norm=",
                                      f"train.seed={seed}", f"name={base.name}-{v}-s{seed}"])
             run = root / f"{v}-s{seed}"
-            if not _finished(run, cfg.train.steps):
-                run_training(cfg, run_dir=run, progress=progress)
+            state = _held_run(run, cfg)
+            if state == "other":
+                if not overwrite and run.is_dir() and any(run.iterdir()):
+                    claim_new_dir(run, False, "sweep cell")  # refused: names what the folder holds
+                run_training(cfg, run_dir=run, progress=progress, overwrite=overwrite)
+            elif state == "unfinished":
+                run_training(resume=run, progress=progress)
             m = read_metrics(run)
             last = m[-1]
             held = [r["heldout_pass_rate"] for r in m if "heldout_pass_rate" in r]
@@ -45,9 +54,21 @@ def sweep_variants(path: str | None, overrides: list[str], variants: list[str], 
     return result
 
 
-def _finished(run: Path, steps: int) -> bool:
-    m = read_metrics(run) if run.exists() else []
-    return bool(m) and m[-1].get("step") == steps
+def _held_run(run: Path, cfg) -> str:
+    """What the folder ``run`` holds for the sweep cell ``cfg``: ``finished`` (the same config,
+    trained to its last step), ``unfinished`` (the same config, stopped early), else ``other``
+    (nothing, or anything else: a new run goes there, refused where the folder is not empty)."""
+    if not is_run_dir(run):
+        return "other"
+    saved = to_dict(saved_config(run))
+    want = to_dict(cfg)
+    if want["model"]["dtype"] == "auto":  # the saved config holds the resolved precision
+        saved["model"].pop("dtype")
+        want["model"].pop("dtype")
+    if saved != want:
+        return "other"
+    metrics = read_metrics(run) if (run / "metrics.jsonl").is_file() else []
+    return "finished" if metrics and metrics[-1].get("step") == cfg.train.steps else "unfinished"
 
 
 def _summary(rows: list[dict], variants: list[str]) -> list[dict]:

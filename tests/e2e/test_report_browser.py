@@ -1,5 +1,5 @@
-"""Must show: the fixture report renders in headless Chromium, is not blank, and loads nothing
-from the network.
+"""Must show: the fixture report and an ``rlvr compare`` page render in headless Chromium, are not
+blank, and load nothing from the network.
 
 Network check: Chromium is pointed at a recording HTTP proxy on localhost (every request
 it would send off the machine goes there). A control page with one external image proves
@@ -11,6 +11,7 @@ running as root; skips with the reason otherwise.
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from rlvr.cli import main
 from rlvr.report.html import write_report
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "run_small"
@@ -112,3 +114,39 @@ def test_report_renders_in_chromium_without_network(tmp_path, proxy):
     assert not re.search(r"<link|<script", dom, re.I)
     page = [s for s in seen if _host(s) not in BROWSER_HOSTS]
     assert page == [], f"the report made network requests: {page}"
+
+
+def _compare_runs(root: Path) -> list[Path]:
+    """Two groups x two seeds: copies of the fixture, each with a config seed and 8 problems x 4 samples."""
+    runs = []
+    for group, shift in (("cispo", 0), ("grpo", 1)):
+        for seed in (0, 1):
+            run = root / f"{group}-s{seed}-20250101-12000{seed}"
+            shutil.copytree(FIXTURE, run)
+            (run / "config.yaml").write_text(f"name: {group}\ntrain:\n  seed: {seed}\n")
+            rows = [{"problem_id": f"p{p}", "correct": (p + i + shift + seed) % 3 == 0, "answer": str(i),
+                     "completion": f"Q:{p}+{i}\nA:{i}", "num_tokens": 5, "mean_entropy": 1.0 + 0.1 * i}
+                    for p in range(8) for i in range(4)]
+            (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            runs.append(run)
+    return runs
+
+
+def test_compare_page_renders_in_chromium_without_network(tmp_path, proxy):
+    from PIL import Image
+
+    exe = _chromium()
+    port, seen = proxy
+    page = tmp_path / "compare.html"
+    assert main(["compare", *map(str, _compare_runs(tmp_path / "runs")), "--out", str(page), "--plain"]) == 0
+    png = tmp_path / "compare.png"
+    res = _run(exe, tmp_path, page.as_uri(), port, f"--screenshot={png}")
+    assert png.is_file() and png.stat().st_size > 10_000, res.stderr[-500:]
+    colours = Image.open(png).convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is None or len(colours) > 50
+    dom = _run(exe, tmp_path, page.as_uri(), port, "--dump-dom").stdout
+    for section in ("runs", "differences", "training", "passk", "samples"):
+        assert f'<section id="{section}">' in dom
+    assert "paired by seed (0, 1)" in dom and 'id="fig-passk-difference-img"' in dom
+    assert not re.search(r'(src|href)="(https?:)?//', dom) and not re.search(r"<link|<script", dom, re.I)
+    assert [s for s in seen if _host(s) not in BROWSER_HOSTS] == []

@@ -9,6 +9,7 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.experiments.spec import load, names
+from rlvr.experiments.verdict import VERDICTS
 
 
 def test_list_shows_each_experiment_with_its_cost(capsys):
@@ -45,9 +46,8 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert all((out / "models" / m / "done.json").exists() for m in built if m.rsplit("-s", 1)[0] not in bases)
     table = json.loads((out / "table.json").read_text())
     assert table["quick"] and table["claims"]
-    allowed = {"reproduced", "not reproduced", "inconclusive", "not run yet"}
     for row in table["claims"]:
-        assert row["verdict"] in allowed or row["verdict"].startswith("not measured: ")
+        assert row["verdict"] in VERDICTS and (row["verdict"] != "not measured" or row["why"])
     page = (out / "README.md").read_text()
     assert page.index("| claim | the paper |") < page.index("## Protocol") < page.index("## Deviations")
     assert "machine: " in page and "command: `rlvr reproduce" in page
@@ -95,8 +95,9 @@ def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):
     (out / "table.json").write_text(json.dumps(table))
     index = publish(out, tmp_path / "docs").read_text()
     assert (tmp_path / "docs" / "demo" / "plots" / "passk_t06.png").exists()
-    assert "| [demo](demo/README.md) | RL wins at k=1. | **reproduced** | s0 +0.100 [+0.050, +0.150] |" in index
-    assert "**not run yet**" in index
+    row = "| [demo](demo/README.md) | RL wins at k=1. | finding | **reproduced** | s0 +0.100 [+0.050, +0.150] |"
+    assert row in index
+    assert "**not measured**" in index  # an older page's "not run yet" reads as its status
     (out / "table.json").write_text(json.dumps({**table, "quick": True}))
     with pytest.raises(UserError, match="quick form"):
         publish(out, tmp_path / "docs")

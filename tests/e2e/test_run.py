@@ -92,3 +92,32 @@ def test_same_machine_seed_and_config_give_identical_numbers(tiny_overrides, tmp
     assert ea == eb
     ret = ea["retention"]
     assert ret["base"]["strings"]["problems"] == 6 and len(ret["delta"]["strings"]["ci"]) == 2
+
+
+CLI = [sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def test_run_resume_finishes_a_run_stopped_during_evaluation(tiny_overrides, tmp_path):
+    """b87d620 had no `rlvr run --resume`; a run killed while evaluating could only start over. Here the
+    training is done (and not redone), a torn samples file is replaced, and eval.json and the report
+    are written; `--run-dir` onto the finished run is refused (a second run would merge into it)."""
+    run_dir = tmp_path / "run"
+    first = main(["train", "quickstart", *tiny_overrides, *RUN_ARGS, "--run-dir", str(run_dir)])
+    assert first == 0
+    metrics = (run_dir / "metrics.jsonl").read_bytes()
+    (run_dir / "samples.jsonl").write_text('{"problem_id": "torn"')  # killed while writing the evaluation
+    proc = subprocess.run([*CLI, "run", "--resume", str(run_dir), "--quiet"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert f"--resume: training of {run_dir} is done (step 2); evaluating" in proc.stderr
+    assert (run_dir / "metrics.jsonl").read_bytes() == metrics
+    ev = json.loads((run_dir / "eval.json").read_text())
+    assert ev["base"]["problems"] == 6 and (run_dir / "report.html").exists() and "pass@1" in proc.stdout
+    assert all("problem_id" in json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines())
+    again = subprocess.run([*CLI, "run", *tiny_overrides, *RUN_ARGS, "--run-dir", str(run_dir)],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert again.stderr.strip().splitlines()[-1].startswith(f"error: --run-dir {run_dir} is not empty (a run:")
+    refused = subprocess.run([*CLI, "run", "--resume", str(run_dir), "dapo"], capture_output=True, text=True,
+                             timeout=600)
+    assert refused.returncode == 2 and "dapo would change the run midway" in refused.stderr

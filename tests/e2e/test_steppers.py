@@ -1,6 +1,7 @@
 """One RL step, three ways to feed it: the sync step, the async pipeline at max_lag=0 and data
 parallel with one rank must give the same parameters and the same value for every metric key
-(wall times aside) over several steps, from the same config and seed."""
+(wall times aside) over several steps, from the same config and seed. Both for a single-turn task
+and for a tool task (multi-turn episodes with environment tokens, docs/tools.md)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,40 @@ def _over(d, extra=()):
             "pipeline.max_lag=0", "pipeline.workers=1", "pipeline.timeout_s=60", *extra]
 
 
-def _run(d, how: str) -> tuple[list[torch.Tensor], list[dict]]:
-    cfg = load_config("quickstart", _over(d, ["pipeline.mode=async"] if how == "async" else []))
+ECHO_TASK = '''
+import string
+
+from rlvr.tasks.calculator import CalculatorTask
+from rlvr.tasks.environment import Observation
+
+
+class Echo:
+    """Every lowercase letter closes a call (a random tiny model calls often); the answer is <letter>."""
+
+    stop_strings = tuple(string.ascii_lowercase)
+
+    def reset(self, problem):
+        return ""
+
+    def respond(self, turn):
+        return Observation("<" + turn[-1] + ">", failed=turn[-1] == "e")
+
+
+class EchoTask(CalculatorTask):
+    def environment(self, problem, limits):
+        return Echo()
+'''
+
+
+@pytest.fixture(scope="module")
+def tool_task(init):
+    path = init / "echo_task.py"
+    path.write_text(ECHO_TASK)
+    return [f"task.name={path}:EchoTask", "sampling.max_new_tokens=20", "sampling.max_turns=3"]
+
+
+def _run(d, how: str, extra=()) -> tuple[list[torch.Tensor], list[dict]]:
+    cfg = load_config("quickstart", _over(d, [*extra, *(["pipeline.mode=async"] if how == "async" else [])]))
     st = build_state(cfg, *build_policy(cfg, "none"))
     if how == "sync":
         source, sharding = SyncSource(), LOCAL
@@ -70,16 +103,18 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def test_sync_async_at_lag_zero_and_one_rank_data_parallel_agree(init, tmp_path):
+@pytest.mark.parametrize("kind", ["single_turn", "tool"])
+def test_sync_async_at_lag_zero_and_one_rank_data_parallel_agree(init, tool_task, tmp_path, kind):
+    extra = tool_task if kind == "tool" else []
     n = torch.get_num_threads()
     torch.set_num_threads(1)  # the async backend's threads; float results depend on the thread count
     try:
-        sync = _run(init, "sync")
-        async_ = _run(init, "async")
+        sync = _run(init, "sync", extra)
+        async_ = _run(init, "async", extra)
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1,
                                 timeout=datetime.timedelta(seconds=60))
         try:
-            dp = _run(init, "dp")
+            dp = _run(init, "dp", extra)
         finally:
             dist.destroy_process_group()
     finally:
@@ -89,6 +124,8 @@ def test_sync_async_at_lag_zero_and_one_rank_data_parallel_agree(init, tmp_path)
     assert any(r.get("retired_prompts", 0) for r in ref_rows) or "retired_prompts" in ref_rows[0]
     changed = sum(float((p - q).abs().max()) for p, q in zip(ref_params, _run_init_params(init)))
     assert changed > 0  # the steps moved the weights: the comparison below is not vacuous
+    if kind == "tool":  # episodes with environment tokens were trained on
+        assert all(r["tool_calls"] > 0 and r["env_tokens"] > 0 for r in ref_rows)
     for name, (params, rows) in {"async": async_, "data parallel": dp}.items():
         for p, q in zip(ref_params, params):
             assert torch.equal(p, q), f"{name}: parameters differ from the sync step"

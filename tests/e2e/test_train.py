@@ -1,7 +1,10 @@
 """End-to-end RL on the tiny model: runs, resumes exactly, warns on silent failures."""
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -96,3 +99,103 @@ def test_micro_batching_does_not_change_the_update(tiny_overrides, tmp_path):
         params.append(load_file(str(latest_good_checkpoint(run) / "model.safetensors")))
     for k in params[0]:
         assert torch.allclose(params[0][k], params[1][k], atol=1e-6), k
+
+
+# ---------------------------------------------------------------- run folders and resume (issue 47)
+CLI = [sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main(sys.argv[1:]))"]
+SMALL = ["algo.prompts_per_step=4", "algo.group_size=4", "train.eval_problems=8", "sampling.max_new_tokens=24",
+         "sampling.interruption_budget=16", "train.steps=2"]
+
+
+def _cli(*argv) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *map(str, argv)], capture_output=True, text=True, timeout=600)
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _one_error_line(proc: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("error: "), proc.stderr
+    return lines[-1]
+
+
+@pytest.fixture
+def finished_run(tiny_overrides, tmp_path) -> Path:
+    return train(_cfg(tiny_overrides, "train.steps=2"), run_dir=tmp_path / "run", progress="none")
+
+
+def test_a_new_run_into_a_used_run_folder_is_refused_unless_overwrite(finished_run, tiny_overrides):
+    """b87d620 merged the two runs: config.yaml overwritten, a second 1..N appended to metrics.jsonl."""
+    before = _files(finished_run)
+    new = ["train", "quickstart", *tiny_overrides, *SMALL, "optim.lr=0.001", "--run-dir", finished_run, "--quiet"]
+    proc = _cli(*new)
+    assert proc.returncode == 2
+    line = _one_error_line(proc)
+    assert "is not empty (a run: config.yaml, metrics.jsonl (2 lines), 1 checkpoint" in line
+    assert "--resume" in line and "--overwrite" in line
+    assert _files(finished_run) == before
+    proc = _cli(*new, "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert "--overwrite: removing a run: config.yaml, metrics.jsonl (2 lines), 1 checkpoint" in proc.stderr
+    assert [r["step"] for r in read_metrics(finished_run)] == [1, 2]
+    assert "lr: 0.001" in (finished_run / "config.yaml").read_text()
+
+
+def test_resume_refuses_a_config_name_or_overrides(finished_run):
+    """b87d620: `rlvr train dapo --resume RUN optim.lr=1` silently dropped dapo and the override."""
+    before = _files(finished_run)
+    for argv in (["dapo", "--resume", finished_run, "optim.lr=1"], ["--resume", finished_run, "optim.lr=1"]):
+        proc = _cli("train", *argv)
+        assert proc.returncode == 2
+        assert "with its saved config.yaml" in _one_error_line(proc) and "would change the run midway" in proc.stderr
+    assert _files(finished_run) == before
+
+
+@pytest.mark.parametrize("text, said", [("", "config.yaml: empty"), ("- a\n", "the top level is a list"),
+                                        ("train:\n  steps: 3\ntrain:\n  seed: 1\n", "duplicate key 'train'")])
+def test_resume_refuses_a_saved_config_it_cannot_use(finished_run, text, said):
+    """b87d620 resumed an empty config.yaml with the built-in defaults and overwrote the file."""
+    (finished_run / "config.yaml").write_text(text)
+    before = _files(finished_run)
+    proc = _cli("train", "--resume", finished_run, "--steps", "3")
+    assert proc.returncode == 2 and said in _one_error_line(proc)
+    assert _files(finished_run) == before
+
+
+def test_resume_steps_is_recorded_beside_the_config_not_in_it(finished_run):
+    """b87d620 wrote `steps: 5` into the saved config.yaml."""
+    from rlvr.train.resume import saved_config, steps_target
+
+    config = (finished_run / "config.yaml").read_bytes()
+    proc = _cli("train", "--resume", finished_run, "--steps", "3", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "--steps 3: the run now trains to step 3 (was 2); recorded in" in proc.stderr
+    assert (finished_run / "config.yaml").read_bytes() == config
+    record = json.loads((finished_run / "resume.json").read_text())
+    assert record["steps"] == 3 and record["config_steps"] == 2 and record["history"][0]["from"] == 2
+    assert [r["step"] for r in read_metrics(finished_run)] == [1, 2, 3]
+    assert steps_target(finished_run, saved_config(finished_run), None).train.steps == 3  # a plain --resume
+
+
+def test_resume_with_another_runs_config_is_one_line(finished_run):
+    """b87d620: a 31-line size-mismatch traceback, after building the models."""
+    cfg = finished_run / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("d_model: 32", "d_model: 64"))
+    proc = _cli("train", "--resume", finished_run, "--steps", "3")
+    assert proc.returncode == 2
+    line = _one_error_line(proc)
+    assert "does not match checkpoint step_000002 (model.d_model: 64 in config.yaml, 32 in the checkpoint)" in line
+    assert len(proc.stderr.splitlines()) == 1 and not (finished_run / "resume.json").exists()
+
+
+def test_a_sweep_cell_of_another_config_is_refused(finished_run, tiny_overrides, tmp_path):
+    """b87d620 reused any finished cell whatever its config (a sweep with another lr read the old runs)."""
+    cell = tmp_path / "sweep-quickstart" / "grpo-s0"
+    cell.parent.mkdir()
+    finished_run.rename(cell)
+    proc = _cli("train", "quickstart", *tiny_overrides, *SMALL, "--variants", "grpo", "--quiet")
+    assert proc.returncode == 2 and "sweep cell" in _one_error_line(proc)
+    assert "grpo-s0 is not empty (a run" in proc.stderr

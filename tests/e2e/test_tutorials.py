@@ -26,7 +26,7 @@ RL_TINY = [*TINY, "algo.prompts_per_step=4", "algo.group_size=4", "train.eval_pr
            "train.final_eval_samples=4", "task.retention_problems=6", "sampling.max_new_tokens=24",
            "sampling.interruption_budget=16", "log.progress=none"]
 NO_VALUE = {"--quiet", "--plain"}
-PAGES = ["first_run.md", "compare_losses.md", "large_k_support.md", "compute_curve.md"]
+PAGES = ["first_run.md", "compare_losses.md", "large_k_support.md", "compute_curve.md", "tool_environment.md"]
 
 
 def page_commands(page: str) -> list[list[str]]:
@@ -191,3 +191,20 @@ def test_tutorial_4_compute_curve(tmp_path, capsys, monkeypatch):
     assert len(held) == 8 and run_fit["R0"] == held[0]["heldout_pass_rate"]
     assert run_fit["prediction"]["at"] == held[-1]["samples"] == 8 * 16
     assert (tmp_path / "runs" / "curve" / "fit_half.png").is_file()
+
+
+def test_tutorial_5_tool_environment(tmp_path, capsys, monkeypatch):
+    run_page("tool_environment.md", tmp_path, capsys, monkeypatch)
+    runs = tmp_path / "runs"
+    metrics = [json.loads(x) for x in (runs / "calc" / "metrics.jsonl").read_text().splitlines()]
+    for key in ("tool_calls", "failed_call_share", "turns", "env_tokens", "pass_rate_with_call"):
+        assert all(key in m for m in metrics if "reward" in m), key
+    rows = [json.loads(x) for x in (runs / "calc" / "eval" / "samples.jsonl").read_text().splitlines()]
+    assert rows and all({"tool_calls", "failed_calls", "turns", "env_tokens"} <= set(r) for r in rows)
+    ev = json.loads((runs / "calc" / "eval" / "eval.json").read_text())
+    assert "calls_per_episode" in json.dumps(ev) and "accuracy_with_call" in json.dumps(ev)
+    import yaml
+
+    cfg = yaml.safe_load((runs / "math-tools" / "config.yaml").read_text())
+    assert cfg["task"]["name"].endswith("math_tools.py:MathTools") and cfg["task"]["knobs"] == {"source": "calculator"}
+    assert any((runs / "math-tools" / "checkpoints").glob("step_*"))

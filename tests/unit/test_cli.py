@@ -23,3 +23,16 @@ def test_version_of_a_source_tree_that_is_not_installed(monkeypatch):
 
     monkeypatch.setattr(metadata, "version", missing)
     assert rlvr._installed_version() == "0+unknown"
+
+
+def test_an_override_in_the_config_place_keeps_the_commands_default_config():
+    """b87d620: `rlvr train train.steps=5` trained the built-in defaults, not quickstart as the help says."""
+    from rlvr.cli import build_parser
+    from rlvr.commands._common import split_config_and_overrides
+
+    for argv, default in ((["train", "train.steps=5"], "quickstart"), (["pretrain", "pretrain.tokens=9"], "quickstart"),
+                          (["excursions", "excursions.steps=2"], "excursions")):
+        args = build_parser().parse_args(argv)
+        assert split_config_and_overrides(args) == (default, [argv[1]])
+    args = build_parser().parse_args(["train", "dapo", "train.steps=5"])
+    assert split_config_and_overrides(args) == ("dapo", ["train.steps=5"])

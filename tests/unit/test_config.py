@@ -111,3 +111,55 @@ def test_the_excursions_section_splits_into_training_settings_and_the_grid(tmp_p
         with pytest.raises(ConfigError) as e:
             load_config(None, [override])
         assert str(e.value).startswith(message)
+def test_a_key_given_twice_is_an_error_naming_both_lines(tmp_path):
+    """PyYAML keeps the last of two ``train:`` blocks, silently dropping the first."""
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  steps: 3\noptim:\n  lr: 0.1\ntrain:\n  seed: 1\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:5: not valid YAML \(duplicate key 'train' \(first given on "
+                                          r"line 1\); keep one\)"):
+        load_config(p)
+    p.write_text("optim:\n  lr: 0.1\n  lr: 0.2\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:3: .*duplicate key 'lr' \(first given on line 2\)"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="duplicate key 'a'"):
+        load_config(None, ["reward.weights={a: 1, a: 2}"])
+
+
+def test_syntax_errors_name_the_line(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  steps: 3\n\tseed: 1\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:3: not valid YAML"):
+        load_config(p)
+
+
+@pytest.mark.parametrize("text, match", [("", r"empty; a config is a mapping"),
+                                         ("# only a comment\n", r"empty; a config is a mapping"),
+                                         ("- a\n- b\n", r"the top level is a list, not a mapping"),
+                                         ("hello\n", r"the top level is a str, not a mapping")])
+def test_an_empty_or_non_mapping_config_is_refused(tmp_path, text, match):
+    """An empty YAML ran the built-in defaults with no word; a list was a message with no file name."""
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=f"c.yaml: {match}"):
+        load_config(p)
+
+
+def test_unreadable_configs_are_one_line_errors(tmp_path):
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(ConfigError, match=r"b.yaml: not a text file"):
+        load_config(binary)
+    with pytest.raises(ConfigError, match=r"is a folder, not a YAML file"):
+        load_config(tmp_path)
+
+
+def test_experiment_declarations_get_the_strict_loader(tmp_path):
+    from rlvr.config import read_mapping
+
+    p = tmp_path / "e.yaml"
+    p.write_text("name: e\nmodels: {}\nname: f\n")
+    with pytest.raises(ConfigError, match=r"e.yaml:3: .*duplicate key 'name'"):
+        read_mapping(p, "declaration")
+    import rlvr.experiments.spec as spec
+
+    assert spec.read_mapping is read_mapping  # spec.load reads every declaration through it

@@ -7,15 +7,15 @@ import pytest
 
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.errors import UserError
-from rlvr.experiments.curve_measures import (
-    crossing_scan,
-    curve,
-    curve_param_diff,
-    curve_prediction,
-    curve_shift_balance,
-    early_ranking,
-)
+from rlvr.experiments.curve_measures import curve, jitter
+from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.verdict import Estimate, verdict
+
+curve_prediction, curve_param_diff, curve_shift_balance, early_ranking, crossing_scan = (
+    MEASURES[m].run for m in ("curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking",
+                              "crossing_scan"))
+below_jitter, unbent, never_crossed, no_crossing = (
+    MEASURES[m].why for m in ("curve_prediction", "curve_param_diff", "early_ranking", "crossing_scan"))
 
 
 def series(A, B, C_mid, seed, R0=0.2, noise=0.004, steps=400, every=10, per_step=128):
@@ -86,8 +86,10 @@ def test_crossing_scan_finds_the_crossing_pair_among_the_runs_on_disk():
     pair, _ = early_ranking(get, {"eval": "d", "model": "fast", "against": "slow", "fraction": 0.1}, [0, 1, 2],
                             [0, 1, 2])
     assert [e.value for e in est] == [e.value for e in pair]
-    with pytest.raises(UserError, match="no crossing"):  # both gaps must clear the margin
-        crossing_scan(get_disk, {**args, "margin": 0.5}, [0, 1, 2], [None])
+    wide = {**args, "margin": 0.5}  # both gaps must clear the margin: no crossing, so nothing to rank
+    est, det = crossing_scan(get_disk, wide, [0, 1, 2], [None])
+    assert est == [] and no_crossing(wide, est, det).startswith("no crossing")
+    assert verdict(est, "positive", no_crossing(wide, est, det)) == "not identifiable here"
     with pytest.raises(FileNotFoundError):  # nothing to compare yet: "not run yet"
         crossing_scan(get_disk, {**args, "model": "gone", "arms": ["fast"]}, [5], [None])
 
@@ -119,23 +121,46 @@ def test_fit_cache_returns_the_same_fit_and_forgets_the_oldest(monkeypatch):
     assert cm.fit_run(*curves[0], 0) is not first  # fitted again
 
 
-def test_a_parameter_comparison_withholds_its_direction_unless_every_fit_has_bent():
-    """A read off a curve that has not bent is an extrapolation (often A at its bound): the claim's
-    verdict is at most inconclusive, saying why, however narrow the bootstrap interval."""
+def test_a_parameter_comparison_is_not_identifiable_unless_every_fit_has_bent():
+    """A read off a curve that has not bent is an extrapolation (often A at its bound): the claim is
+    not identifiable here, saying why, however narrow the bootstrap interval."""
     args = {"eval": "d", "model": "slow", "against": "fast", "param": "A"}
     est, det = curve_param_diff(get, args, [0, 1, 2], [0, 1, 2])
-    assert det["withheld"] == "" and verdict(est, "positive", det["withheld"]) == "reproduced"
+    assert unbent(args, est, det) == "" and verdict(est, "positive", unbent(args, est, det)) == "reproduced"
     short = {(m, s): {"kind": "dynamics", "series": {k: v[:150] for k, v in r["series"].items()}}
              for (m, s), r in RUNS.items()}  # 150 of 400 steps: slow's midpoint (step 125) barely inside
     est, det = curve_param_diff(lambda e, m, s: short[(m, s)], {**args, "model": "late"}, [0, 1, 2], [0, 1, 2])
     assert det["bent"]["late"] == [False, False, False] and all(det["bent"]["fast"])
-    assert det["withheld"].startswith("not every fit has bent (late 0 of 3, fast 3 of 3)")
-    assert verdict(est, "positive", det["withheld"]) == "inconclusive"
-    _, det = curve_shift_balance(lambda e, m, s: short[(m, s)], {**args, "model": "late"}, [0, 1, 2], [0, 1, 2])
-    assert "late 0 of 3" in det["withheld"]
+    why = unbent({**args, "model": "late"}, est, det)
+    assert why.startswith("not every fit has bent (late 0 of 3, fast 3 of 3)")
+    assert verdict(est, "positive", why) == "not identifiable here"
+    balance = {"eval": "d", "model": "late", "against": "fast"}
+    est, det = curve_shift_balance(lambda e, m, s: short[(m, s)], balance, [0, 1, 2], [0, 1, 2])
+    assert "late 0 of 3" in MEASURES["curve_shift_balance"].why(balance, est, det)
 
 
-def test_verdict_with_a_withheld_direction_is_inconclusive():
+def test_an_unidentified_quantity_is_not_identifiable_whatever_its_interval():
     above = [Estimate(s, 0.3, 0.2, 0.4) for s in range(3)]
     assert verdict(above, "positive") == "reproduced" and verdict(above, "negative") == "not reproduced"
-    assert verdict(above, "positive", "A not identified") == verdict(above, "negative", "x") == "inconclusive"
+    assert verdict(above, "positive", "A not identified") == verdict(above, "negative", "x") == "not identifiable here"
+
+
+def test_a_ranking_of_runs_that_never_crossed_is_not_identifiable():
+    """A degenerate ranking: the early leader also ends ahead in every seed, so early fits that follow
+    the lead are right whatever they are worth: +1 in every seed, yet not identifiable."""
+    args = {"eval": "d", "model": "late", "against": "slow", "fraction": 0.25}
+    est, det = early_ranking(get, args, [0, 1, 2], [0, 1, 2])
+    assert all(not x["crossed"] for x in det.values())
+    why = never_crossed(args, est, det)
+    assert "did not cross in s0, s1, s2 of 3" in why and verdict(est, "positive", why) == "not identifiable here"
+
+
+def test_a_prediction_tolerance_below_the_evaluations_jitter_is_not_identifiable():
+    rng = np.random.default_rng(0)
+    quiet = np.linspace(0.2, 0.6, 400)
+    noisy = quiet + rng.normal(0, 0.04, 400)
+    assert jitter(quiet) == pytest.approx(0, abs=1e-9) and jitter(noisy) == pytest.approx(0.04, rel=0.15)
+    details = {"s0": {"jitter": jitter(noisy)}, "s1": {"jitter": 0.05}}
+    args = {"eval": "d", "model": "m", "fraction": 0.5}  # the default tolerance: 2 points
+    assert "below one evaluation's own jitter" in below_jitter(args, [], details)
+    assert below_jitter({**args, "tolerance": 0.1}, [], details) == ""

@@ -32,7 +32,7 @@ def experiment():
         claims=(claim(measure="curve_param_diff", args={"model": "ref", "against": "loss"}),
                 claim(measure="curve_param_diff", args={"model": "other", "against": "loss"}),
                 claim(measure="curve_shift_balance", args={"model": "short_no", "against": "short"}),
-                claim(measure="pass_at_k_diff", args={"model": "short", "against": "loss"})))
+                claim(measure="passk_diff", args={"model": "short", "against": "loss"})))
 
 
 def test_reference_is_the_claims_against_else_the_default():

@@ -20,7 +20,7 @@ def test_section_lists_each_model_and_plots_each_evaluation(tmp_path):
     series = {"step": [1, 2, 3, 4, 5], "entropy": [0.5, 0.4, 0.3, 0.2, 0.1], "pass_rate": [0.1] * 5,
               "heldout_pass_rate": [0.2, None, 0.3, None, 0.1]}
     ev = SimpleNamespace(name="rise", kind="dynamics", models=["a", "b"])
-    exp = SimpleNamespace(evaluations={"rise": ev})
+    exp = SimpleNamespace(evaluations={"rise": ev}, models={m: SimpleNamespace(kind="rl") for m in ("a", "b")})
 
     def load(e, m, s):
         if m == "b":
@@ -38,4 +38,4 @@ def test_section_lists_each_model_and_plots_each_evaluation(tmp_path):
 @pytest.mark.parametrize("held", [[None, None], []])
 def test_no_heldout_point_no_plot(tmp_path, held):
     runs = {"a": [{"step": [1, 2][: len(held)], "heldout_pass_rate": held}]}
-    assert dp._plot_heldout("x", runs, tmp_path) is None and not (tmp_path / "plots").exists()
+    assert dp._plot_heldout("x", runs, tmp_path, {"a": "#000000"}) is None and not (tmp_path / "plots").exists()

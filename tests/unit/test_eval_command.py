@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -241,3 +245,107 @@ def test_a_run_checkpoint_is_evaluated_on_the_runs_task(tmp_path: Path, capsys) 
     assert f"task: countdown (from {tmp_path / 'run' / 'config.yaml'}" in capsys.readouterr().err
     rows = [json.loads(line) for line in (tmp_path / "o" / "samples.jsonl").read_text().splitlines()]
     assert rows and all(r["problem_id"].startswith("countdown") for r in rows), rows[0]["problem_id"]
+
+
+CLI = [sys.executable, "-c", "import sys; from rlvr.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def _refuse(error: OSError):
+    def replace(src, dst):
+        raise error
+    return replace
+
+
+@pytest.mark.parametrize("error, said", [
+    (OSError(errno.ENOSPC, "No space left on device"), "No space left on device (ENOSPC); the disk is full"),
+    (PermissionError(errno.EACCES, "Permission denied"), "Permission denied (EACCES); check its permissions"),
+    (OSError(errno.EROFS, "Read-only file system"), "Read-only file system (EROFS); that file system is read-only")])
+def test_a_failed_json_write_is_one_line_and_nothing_is_printed(files, tmp_path, capsys, monkeypatch, error, said):
+    """b87d620: a traceback (the JSON lost). Runs as root too: the write itself is made to fail."""
+    import rlvr.paths
+
+    _, trained = files
+    out = tmp_path / "out" / "eval.json"
+    error.filename = str(out)
+    monkeypatch.setattr(rlvr.paths.os, "replace", _refuse(error))
+    assert main(["eval", "--samples", str(trained), "--json", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: {out}: {said}")
+    assert len(captured.err.splitlines()) == 1 and captured.out == ""  # no result shown as if it were saved
+    assert not out.exists() and list(out.parent.iterdir()) == []  # no temporary file left
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_output_folder_is_refused_before_any_work(files, tmp_path):
+    _, trained = files
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        proc = subprocess.run([*CLI, "eval", "--samples", str(trained), "--json", str(locked / "e.json")],
+                              capture_output=True, text=True)
+    finally:
+        locked.chmod(0o755)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: --json {locked / 'e.json'}: cannot write in {locked}")
+
+
+def test_output_paths_of_the_wrong_kind_are_one_line(files, tmp_path):
+    """b87d620: `--out FILE`, `--json FOLDER` and a binary samples file were tracebacks."""
+    _, trained = files
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(bytes(range(256)) * 4)
+    cases = [(["eval", str(tmp_path), "--task", "arithmetic", "--out", str(afile)], "is a file, not a folder"),
+             (["eval", "--samples", str(trained), "--json", str(tmp_path)], "is a folder; give a file path"),
+             (["eval", "--samples", str(trained), "--plots", str(afile / "p")], "is a file, not a folder"),
+             (["eval", "--samples", str(binary)], "bin.jsonl")]
+    for argv, said in cases:
+        proc = subprocess.run([*CLI, *argv], capture_output=True, text=True)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], proc.stderr
+    assert afile.read_text() == "x"
+
+
+def test_disk_full_while_sampling_a_checkpoint_is_one_line_and_resumes(tmp_path, capsys, monkeypatch):
+    """`rlvr eval CKPT --out DIR` with the disk full after the first chunk: one error line, the
+    finished chunk kept whole, no temporary file; rerun, it completes to the samples of a clean run."""
+    import torch
+
+    import rlvr.eval.stream as stream
+    import rlvr.paths
+    from rlvr.config import ModelConfig
+    from rlvr.model.io import save_policy
+    from rlvr.model.tiny import TinyGPT
+    from rlvr.model.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    torch.manual_seed(0)
+    save_policy(TinyGPT(ModelConfig(n_layer=1, d_model=32, n_head=2, context=64), tok.vocab_size), tok,
+                tmp_path / "ck")
+    monkeypatch.setattr(stream, "ROWS_PER_CHUNK", 8)
+    cmd = ["eval", str(tmp_path / "ck"), "--task", "arithmetic", "--n", "4", "--problems", "6"]
+    assert main([*cmd, "--out", str(tmp_path / "whole")]) == 0
+    capsys.readouterr()
+    real, calls = rlvr.paths.os.replace, []
+
+    def full_after_first_chunk(src, dst):
+        if "chunk_" in str(dst):
+            calls.append(dst)
+            if len(calls) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(rlvr.paths.os, "replace", full_after_first_chunk)
+    assert main([*cmd, "--out", str(tmp_path / "cut")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("error: ") and "chunk_0001.jsonl: No space left on device (ENOSPC)" in err[-1]
+    assert [line for line in err if "error" in line.lower()] == [err[-1]]  # one error line after the progress
+    names = {p.name for p in (tmp_path / "cut" / "samples.jsonl.chunks").iterdir()}
+    assert "chunk_0000.jsonl" in names and "chunk_0001.jsonl" not in names
+    assert not [n for n in names if n.endswith(".tmp")] and not (tmp_path / "cut" / "samples.jsonl").exists()
+    monkeypatch.setattr(rlvr.paths.os, "replace", real)
+    assert main([*cmd, "--out", str(tmp_path / "cut")]) == 0
+    assert (tmp_path / "cut" / "samples.jsonl").read_text() == (tmp_path / "whole" / "samples.jsonl").read_text()

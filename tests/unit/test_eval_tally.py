@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.eval.samples import normalise_whitespace
+from rlvr.eval.samples import is_correct, normalise_whitespace
 from rlvr.eval.steps import summarize_steps
-from rlvr.eval.summary import compare, summarize
+from rlvr.eval.summary import compare, summarize, tool_stats_of_tallies
 from rlvr.eval.tally import ExactSum, exact_parts, merge_tallies, normalised, tally_rows
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "eval_tally" / "golden.json"
@@ -115,7 +115,7 @@ def test_normalised_is_normalise_whitespace() -> None:
 
 
 def test_merged_tallies_equal_the_tallies_of_the_concatenated_rows() -> None:
-    first, second = random_rows(6), random_rows(7, problems=15)
+    first, second = _with_tool_fields(random_rows(6), 3, 0.5), _with_tool_fields(random_rows(7, problems=15), 4, 0.5)
     pooled = merge_tallies([tally_rows(first), tally_rows(second)])
     whole = tally_rows(first + second)
     assert list(pooled) == list(whole)
@@ -125,9 +125,61 @@ def test_merged_tallies_equal_the_tallies_of_the_concatenated_rows() -> None:
             mine, theirs = getattr(tally, name), getattr(other, name)
             if name in ("reward_sum", "entropy_sum"):
                 mine, theirs = sum(map(Fraction, mine.parts)), sum(map(Fraction, theirs.parts))
+            if name == "tools" and mine is not None and theirs is not None:
+                mine, theirs = ([getattr(t, slot) for slot in t.__slots__] for t in (mine, theirs))
             assert mine == theirs, (problem, name)
             if name == "answers":
                 assert list(mine) == list(theirs)  # first-appearance order kept
+
+
+def rows_based_tool_call_stats(rows: list[dict]) -> dict:
+    """The row-based ``tool_call_stats`` of issue 54 (rlvr/eval/summary.py at 47833e0), as the reference."""
+    episodes = [r for r in rows if r.get("tool_calls") is not None]
+    if not episodes:
+        return {}
+
+    def mean(values: list) -> float | None:
+        return math.fsum(values) / len(values) if values else None
+
+    calls = sum(r["tool_calls"] for r in episodes)
+    with_call = [is_correct(r) for r in episodes if r["tool_calls"]]
+    without = [is_correct(r) for r in episodes if not r["tool_calls"]]
+    return {"tool_calls": {
+        "calls_per_episode": calls / len(episodes),
+        "failed_call_share": sum(r.get("failed_calls") or 0 for r in episodes) / calls if calls else None,
+        "episodes_with_call": len(with_call) / len(episodes),
+        "accuracy_with_call": mean(with_call),
+        "accuracy_without_call": mean(without),
+        "env_tokens_per_episode": mean([r.get("env_tokens") or 0 for r in episodes]),
+    }}
+
+
+def _with_tool_fields(rows: list[dict], seed: int, share: float) -> list[dict]:
+    """``rows`` with a tool task's episode fields on a ``share`` of them (some null or absent)."""
+    rng = random.Random(seed)
+    out = []
+    for row in rows:
+        row = dict(row)
+        if rng.random() < share:
+            row["tool_calls"] = rng.choice([0, 0, 1, 2, 5])
+            for key, top in (("failed_calls", 3), ("env_tokens", 400), ("turns", 6)):
+                if rng.random() < 0.8:
+                    row[key] = rng.randint(0, top)
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_tool_call_tallies_give_the_row_based_statistics_exactly(share: float) -> None:
+    first = _with_tool_fields(random_rows(8), 1, share)
+    second = _with_tool_fields(random_rows(9, problems=15), 2, share)
+    want = rows_based_tool_call_stats(first + second)
+    assert tool_stats_of_tallies(tally_rows(first + second)) == want
+    assert tool_stats_of_tallies(merge_tallies([tally_rows(first), tally_rows(second)])) == want
+    assert summarize(first + second).get("tool_calls") == want.get("tool_calls")
+    if share == 1.0:  # calls without any call, failed calls without any: the None branches
+        zero = [{"problem_id": "a", "correct": True, "tool_calls": 0}]
+        assert tool_stats_of_tallies(tally_rows(zero)) == rows_based_tool_call_stats(zero)
 
 
 def test_tally_memory_does_not_hold_the_completions() -> None:

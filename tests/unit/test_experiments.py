@@ -15,16 +15,21 @@ from rlvr.eval.passk import bootstrap_ci
 from rlvr.experiments import measures, spec
 from rlvr.experiments.verdict import Estimate, spread, verdict
 
+RUN = {name: m.run for name, m in measures.MEASURES.items()}
+
 
 def E(v, lo, hi, seed=0):
     return Estimate(seed, v, lo, hi)
 
 
-def test_verdict_needs_every_seed_beyond_the_interval():
-    assert verdict([E(0.1, 0.05, 0.15), E(0.2, 0.01, 0.3, 1)], "positive") == "reproduced"
+def test_verdict_needs_every_seed_and_the_seed_level_interval_beyond_zero():
+    agree = [E(0.10, 0.05, 0.15), E(0.12, 0.07, 0.17, 1), E(0.11, 0.06, 0.16, 2)]
+    assert verdict(agree, "positive") == "reproduced"
     assert verdict([E(0.1, 0.05, 0.15), E(0.02, -0.01, 0.05, 1)], "positive") == "inconclusive"  # one covers 0
-    assert verdict([E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1)], "positive") == "not reproduced"
-    assert verdict([E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1)], "negative") == "reproduced"
+    below = [E(-0.1, -0.2, -0.05), E(-0.1, -0.3, -0.01, 1), E(-0.12, -0.2, -0.05, 2)]
+    assert verdict(below, "positive") == "not reproduced" and verdict(below, "negative") == "reproduced"
+    # every seed above 0, but they disagree on the size: 2 seeds (t = 12.7) put the mean's interval over 0
+    assert verdict([E(0.1, 0.05, 0.15), E(0.3, 0.25, 0.35, 1)], "positive") == "inconclusive"
     assert verdict([E(0.1, 0.05, 0.15), E(-0.1, -0.2, -0.05, 1)], "positive") == "inconclusive"  # seeds disagree
     assert verdict([E(0.0, 0.0, 0.0)], "positive") == "inconclusive"  # a zero-width interval at 0 is not beyond it
     assert verdict([E(math.nan, math.nan, math.nan)], "negative") == "inconclusive"
@@ -33,6 +38,27 @@ def test_verdict_needs_every_seed_beyond_the_interval():
         verdict([E(1, 1, 1)], "up")
     assert spread([E(0.1, 0, 0), E(0.3, 0, 0, 1)]) == {"seeds": 2, "mean": pytest.approx(0.2), "min": 0.1, "max": 0.3}
     assert Estimate(None, 0, 0, 0).label == "shared" and Estimate(2, 0, 0, 0).label == "s2"
+    assert Estimate(1, 0, 0, 0, pretrain=2).label == "p2-s1" and Estimate(None, 0, 0, 0, pretrain=1).label == "p1"
+
+
+def test_the_seed_level_interval_by_hand():
+    """The worked example of docs/commands/reproduce.md: boundary's rl_wins_small_k."""
+    from rlvr.experiments.verdict import seed_interval
+
+    est = [E(0.126, 0.088, 0.168, 0), E(0.132, 0.096, 0.172, 1), E(0.106, 0.072, 0.146, 2)]
+    level = seed_interval(est)
+    mean, sd = np.mean([0.126, 0.132, 0.106]), np.std([0.126, 0.132, 0.106], ddof=1)
+    between, within = 4.302653 * sd / np.sqrt(3), np.mean([0.040, 0.038, 0.037])
+    assert level.value == pytest.approx(mean)
+    assert (level.lo, level.hi) == pytest.approx((mean - np.hypot(between, within), mean + np.hypot(between, within)))
+    assert level.lo == pytest.approx(0.0702, abs=5e-4) and level.hi == pytest.approx(0.1725, abs=5e-4)
+    # pretraining seeds are the top level: two pretraining seeds of three RL seeds each -> 2 units (t 12.7)
+    pre = [Estimate(s, v, v - 0.01, v + 0.01, pretrain=p) for p, v in ((0, 0.10), (1, 0.30)) for s in range(3)]
+    wide = seed_interval(pre)
+    assert wide.value == pytest.approx(0.2) and wide.lo < 0 < wide.hi and verdict(pre, "positive") == "inconclusive"
+    # a shared estimate is its own seed level; one seeded replicate shows no between-seed variation
+    assert seed_interval([E(0.3, 0.2, 0.4, None)]) == E(0.3, 0.2, 0.4, None)
+    assert math.isnan(seed_interval([E(0.3, 0.2, 0.4, 0)]).lo)
 
 
 def _stats(correct, n, tok=None, ans=None, ppl=None, ppl_ok=None):
@@ -47,18 +73,19 @@ def test_passk_diff_support_and_entropy_by_hand():
     rl = _stats([4, 2, 0, 0], 4, ans=[0.0, 0.5, 0.0, 0.0])
     get = {("e", "base", None): base, ("e", "rl", 0): rl}.__getitem__
     look = lambda e, m, s: get((e, m, s))  # noqa: E731
-    est, det = measures.passk_diff(look, {"eval": "e", "model": "rl", "against": "base", "k": 1}, [0], [None])
+    est, det = RUN["passk_diff"](look, {"eval": "e", "model": "rl", "against": "base", "k": 1},
+                                                  [0], [None])
     # pass@1 = c/n: rl (1, .5, 0, 0), base (1, 0, .25, 0) -> per-problem diff (0, .5, -.25, 0), mean 0.0625
     assert est[0].value == pytest.approx(0.0625)
     lo, hi = bootstrap_ci(np.array([0, 0.5, -0.25, 0]))
     assert (est[0].lo, est[0].hi) == pytest.approx((lo, hi))
     assert det["model"]["s0"]["4"] == pytest.approx(0.5) and det["against"]["s0"]["4"] == pytest.approx(0.5)
-    est, det = measures.support_balance(look, {"eval": "e", "model": "rl", "against": "base"}, [0], [None])
+    est, det = RUN["support_balance"](look, {"eval": "e", "model": "rl", "against": "base"}, [0], [None])
     # base supports p0, p2; rl supports p0, p1: shrunk p2, expanded p1 -> (0, -1, +1, 0), mean 0
     assert est[0].value == 0 and det["s0"]["counts"] == {"preserved": 1, "shrunk": 1, "expanded": 1,
                                                           "out_of_support": 1}
     assert det["s0"]["rates"]["SRR"] == pytest.approx(0.5) and det["s0"]["rates"]["NSCR"] == 0
-    est, _ = measures.entropy_diff(look, {"eval": "e", "model": "rl", "against": "base", "level": "answer"},
+    est, _ = RUN["entropy_diff"](look, {"eval": "e", "model": "rl", "against": "base", "level": "answer"},
                                    [0], [None])
     assert est[0].value == pytest.approx((-1.0 + 0 - 0.2 + 0) / 4)
 
@@ -67,7 +94,7 @@ def test_ppl_diff_pairs_problems_with_both_values():
     base = _stats([1, 1, 1], 2, ppl=[2.0, 1.0, 3.0])
     rl = _stats([1, 0, 1], 2, ppl_ok=[1.5, None, 1.0])
     look = {("e", "base", None): base, ("e", "rl", 1): rl}.__getitem__
-    est, det = measures.ppl_diff(lambda e, m, s: look((e, m, s)), {"eval": "e", "model": "rl", "against": "base"},
+    est, det = RUN["ppl_diff"](lambda e, m, s: look((e, m, s)), {"eval": "e", "model": "rl", "against": "base"},
                                  [1], [None])
     assert est[0].value == pytest.approx(((1.5 - 2.0) + (1.0 - 3.0)) / 2) and det["s1"]["problems"] == 2
 
@@ -106,6 +133,12 @@ def test_declared_experiments_load_and_bad_declarations_fail_with_the_key():
                          "args": {"eval": "e", "model": "rl", "arms": [], "fraction": 0.25}}]},
             "claims[0].args.arms: a non-empty list"),
            ({"claims": [claim, {**claim, "expect": "up"}]}, "claims[1].expect: use one of positive, negative"),
+           ({"claims": [{**claim, "args": {**claim["args"], "kk": 2}}]},  # a misspelt argument, not a default
+            "claims[0].args.kk: unknown key; did you mean 'k'?"),
+           ({"claims": [{**claim, "args": {**claim["args"], "k": "all"}}]}, "claims[0].args.k: 'all'; use one of max"),
+           ({"claims": [{**claim, "measure": "entropy_diff",
+                         "args": {"eval": "e", "model": "rl", "against": "base", "level": "tokens"}}]},
+            "claims[0].args.level: 'tokens'; use one of token, answer"),
            ({"models": {"rl": {"kind": "rl"}}}, "models: needs a model called base"),
            ({"models": {"base": {"kind": "base"}, "d": {"kind": "distill", "teacher": "t"}}},
             "models.d.teacher: 't' is not a model declared"),
@@ -231,7 +264,7 @@ def test_a_shared_model_meets_every_seed_of_a_seeded_one():
     base = _stats([4, 0], 4)
     rls = {s: _stats([c, 4], 4) for s, c in ((0, 0), (1, 2), (2, 4))}
     look = {("e", "base", None): base, **{("e", "rl", s): v for s, v in rls.items()}}.__getitem__
-    est, det = measures.passk_diff(lambda e, m, s: look((e, m, s)),
+    est, det = RUN["passk_diff"](lambda e, m, s: look((e, m, s)),
                                    {"eval": "e", "model": "base", "against": "rl", "k": 1}, [None], [0, 1, 2])
     # base pass@1 (1, 0); rl s0 (0, 1), s1 (.5, 1), s2 (1, 1) -> base - rl: -0.0, -0.25, -0.5 mean per seed
     assert [e.seed for e in est] == [0, 1, 2] and set(det["crossover"]) == {"s0", "s1", "s2"}
@@ -299,3 +332,153 @@ def test_an_unseeded_model_keeps_the_configs_seed_and_a_distill_model_may_take_t
     assert spec.ModelSpec(name="d", kind="distill").teacher == ""
     with pytest.raises(ConfigError, match="only a distill model has a teacher"):
         spec.ModelSpec(name="r", kind="rl", teacher="t")
+
+
+def test_fields_added_since_keys_were_published_leave_keys_unchanged_at_their_value():
+    """Issue 54 added four sampling fields: at the values they were added at, a model's and an
+    evaluation's keys hash what they hashed before; set otherwise, the keys change."""
+    import dataclasses
+
+    from rlvr.config import config_hash, load_config, to_dict
+    from rlvr.experiments.models import ADDED_AT_DEFAULT, keyed_config, keyed_section
+
+    cfg = load_config("quickstart")
+    before = {k: v for k, v in to_dict(cfg.sampling).items() if k not in ADDED_AT_DEFAULT["sampling"]}
+    assert config_hash(keyed_section(cfg, "sampling")) == config_hash(before)
+    assert keyed_config(cfg)["sampling"] == before
+    turned = dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, max_turns=2))
+    assert keyed_section(turned, "sampling")["max_turns"] == 2
+    assert config_hash(keyed_config(turned)) != config_hash(keyed_config(cfg))
+
+
+def test_a_premise_is_judged_but_never_counted_and_statuses_are_counted_apart():
+    from rlvr.experiments.claims import counts, judge
+
+    exp = spec.parse({"name": "x", "title": "t",
+                      "models": {"base": {"kind": "base"}, "rl": {"kind": "rl", "seeded": True}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "rl"]}},
+                      "claims": [{"id": c, "claim": c, "paper": "p", "measure": "passk_diff", "kind": kind,
+                                  "args": {"eval": "e", "model": "rl", "against": "base", "k": 1},
+                                  "expect": "positive"} for c, kind in (("f", "finding"), ("p", "premise"))]},
+                     "x")
+    cells = {("e", "base", None): _stats([0, 0, 1, 0], 4), **{("e", "rl", s): _stats([4, 4, 4, 3], 4) for s in (0, 1)}}
+    rows = [judge(cl, lambda e, m, s: cells[(e, m, s)], [0, 1], [None]) for cl in exp.claims]
+    assert [r["verdict"] for r in rows] == ["reproduced", "reproduced"] and rows[1]["kind"] == "premise"
+    missing = judge(exp.claims[0], lambda e, m, s: (_ for _ in ()).throw(FileNotFoundError("cell")), [0], [None])
+    assert (missing["verdict"], missing["why"]) == ("not measured", "not run yet")
+    tally = counts([*rows, missing, {**rows[0], "post_hoc": "declared after"}])
+    assert tally["findings"]["reproduced"] == 1 and tally["findings"]["not measured"] == 1
+    assert tally["premises"]["reproduced"] == 1 and tally["post hoc"]["reproduced"] == 1
+    with pytest.raises(UserError, match="claims.0..kind: unknown 'control'"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}}, "evaluations": {},
+                    "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff", "kind": "control",
+                                "args": {}, "expect": "positive"}]}, "x")
+
+
+def test_three_checkpoints_are_too_few_for_a_95_percent_cluster_interval():
+    from rlvr.experiments.association_measures import distinct_resamples, too_few_clusters
+
+    assert [distinct_resamples(g) for g in (1, 2, 3, 4, 5)] == [1, 3, 10, 35, 126]
+    rule = measures.MEASURES["gain_association"].why
+    three = {"eval": "e", "pairs": [["a", "x"], ["b", "y"], ["c", "z"]]}
+    assert "at most 10 distinct resamples" in rule(three, [], {"units": 9})
+    assert rule({"eval": "e", "pairs": [["a", "x"]] * 5}, [], {"units": 15}) == ""
+    assert rule({**three, "cluster": False}, [], {"units": 9}) == ""  # 9 units: 24310 resamples
+    assert too_few_clusters({"pairs": [1, 2, 3], "cluster": True}, [], {}) != ""
+
+
+def test_a_run_that_starts_at_its_collapse_threshold_makes_the_order_not_identifiable():
+    starts_at_threshold = measures.MEASURES["collapse_order"].why
+    args = {"eval": "d", "model": "f", "against": "q"}
+    fine = {"s0": {"model_step": 61.0, "model_collapsed": False, "against_step": 22.0, "against_collapsed": True}}
+    assert starts_at_threshold(args, [], fine) == ""
+    early = {**fine, "s1": {"model_step": 40.0, "model_collapsed": True, "against_step": 3.0,
+                            "against_collapsed": True}}
+    assert starts_at_threshold(args, [], early).startswith("q-s1 (step 3) collapsed within its first 3 steps")
+
+
+def test_a_precision_gap_of_a_float32_model_cannot_fail_so_it_is_not_identifiable():
+    from rlvr.experiments.weight_measures import fp32_moves_everything
+
+    assert "every entry changed at fp32" in fp32_moves_everything({}, [], {"s0": {"sparsity_fp32": 0.0}})
+    assert fp32_moves_everything({}, [], {"s0": {"sparsity_fp32": 0.0}, "s1": {"sparsity_fp32": 0.3}}) == ""
+
+
+def test_pretraining_seeds_are_a_declared_factor_and_the_top_level_of_the_interval():
+    from rlvr.experiments.claims import judge_all
+
+    exp = spec.parse({"name": "x", "title": "t", "seeds": 2, "pretrain_seeds": 2,
+                      "models": {"base": {"kind": "base", "pretrain_seeded": True},
+                                 "other": {"kind": "base", "overrides": ["model.d_model=64"]},
+                                 "rl": {"kind": "rl", "seeded": True},
+                                 "rl_other": {"kind": "rl", "seeded": True, "base": "other"}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2,
+                                            "models": ["base", "rl", "rl_other"]}},
+                      "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
+                                  "args": {"eval": "e", "model": "rl", "against": "base", "k": 1},
+                                  "expect": "positive"}]}, "x")
+    assert list(exp.models) == ["base", "other", "rl", "rl_other", "base@p1", "rl@p1"]
+    assert exp.models["rl@p1"].base == "base@p1" and exp.models["rl@p1"].overrides[-1] == "pretrain.seed=1"
+    assert exp.models["base@p1"].overrides == ("pretrain.seed=1",) and exp.models["rl_other"].base == "other"
+    assert exp.evaluations["e"].models == ("base", "base@p1", "rl", "rl@p1", "rl_other")
+    from rlvr.experiments.models import model_config
+
+    assert model_config(exp, exp.models["rl@p1"], 1).pretrain.seed == 1
+    assert model_config(exp, exp.models["rl"], 1).pretrain.seed == 0
+    # RL seeds agree within each pretraining seed, the pretraining seeds differ: the 2 pretraining seeds are
+    # the units of the seed-level interval (t with 1 degree of freedom), so the verdict is inconclusive
+    cells = {("e", "base", None): _stats([0, 0], 4), ("e", "base@p1", None): _stats([0, 0], 4),
+             **{("e", "rl", s): _stats([1, 1], 4) for s in (0, 1)},
+             **{("e", "rl@p1", s): _stats([4, 4], 4) for s in (0, 1)}}
+    with pytest.raises(UserError, match="models.rl.pretrain_seeded: only a base model"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"},
+                                                           "rl": {"kind": "rl", "pretrain_seeded": True}},
+                    "evaluations": {}, "claims": []}, "x")
+    [row] = judge_all(exp, lambda e, m, s: cells[(e, m, s)], lambda m: [0, 1] if exp.models[m].seeded else [None])
+    assert [e["label"] for e in row["estimates"]] == ["p0-s0", "p0-s1", "p1-s0", "p1-s1"]
+    assert set(row["details"]) == {"p0", "p1"} and row["seed_level"]["value"] == pytest.approx((0.25 + 1.0) / 2)
+    assert row["verdict"] == "inconclusive"
+
+
+def test_a_block_bootstrap_widens_the_interval_of_an_autocorrelated_series():
+    from rlvr.experiments.weight_measures import block_length, bootstrap_stat, resample
+
+    assert [block_length(n) for n in (1, 8, 100, 2400)] == [1, 2, 5, 13]
+    idx = resample(np.random.default_rng(0), 10, 5)
+    assert idx.size == 10 and all(b - a == 1 for a, b in zip(idx[:4], idx[1:5]))
+    rng = np.random.default_rng(1)
+    x = np.zeros(400)
+    for i in range(1, 400):  # AR(1), phi 0.9: neighbouring steps are nearly the same
+        x[i] = 0.9 * x[i - 1] + rng.normal()
+    plain = bootstrap_stat(lambda i: x[i].mean(), x.size)
+    block = bootstrap_stat(lambda i: x[i].mean(), x.size, block=block_length(x.size))
+    assert block[1] - block[0] > 1.5 * (plain[1] - plain[0])
+
+
+def test_a_measure_is_registered_once_with_everything_the_page_needs():
+    from rlvr.experiments.registry import Measure, register
+
+    for name, m in measures.MEASURES.items():
+        assert m.name == name and m.interval and callable(m.detail) and dataclasses.is_dataclass(m.args)
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Measure("passk_diff", measures.passk_diff, measures.PasskArgs, str, "x"))
+    curves = {n for n, m in measures.MEASURES.items() if m.section == "Curves"}
+    assert curves == {"curve_prediction", "curve_param_diff", "curve_shift_balance", "early_ranking", "crossing_scan"}
+    # the typed arguments fill the defaults (only there): pass@max, entropy against the base
+    assert measures.MEASURES["passk_diff"].typed({"eval": "e", "model": "a", "against": "b"})["k"] == "max"
+    assert measures.MEASURES["entropy_stability"].typed(
+        {"eval": "e", "model": "a", "against": "b", "level": "token"})["reference"] == "base"
+
+
+def test_a_fresh_replication_declares_seeds_no_earlier_run_used():
+    from rlvr.experiments.runner import seeds_of
+
+    exp = spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"},
+                                                            "rl": {"kind": "rl", "seeded": True, "first_seed": 3}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "rl"]}},
+                      "claims": []}, "x")
+    assert seeds_of(exp, "rl", 3) == [3, 4, 5] and seeds_of(exp, "base", 3) == [None]
+    with pytest.raises(UserError, match="models.b.first_seed: only a seeded model"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "b": {"kind": "rl",
+                                                                                          "first_seed": 3}},
+                    "evaluations": {}, "claims": []}, "x")

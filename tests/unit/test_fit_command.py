@@ -187,3 +187,24 @@ def test_table_shows_full_run_names(tmp_path, capsys):
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()
             if line.startswith("quickstart-")]
     assert rows == ["quickstart-20250101-120301", "quickstart-20250101-184512"]
+
+
+@pytest.mark.parametrize("flag", ["--predict-at", "--fit-until"])
+def test_a_non_positive_compute_is_refused(tmp_path: Path, capsys, flag: str) -> None:
+    """b87d620: `--predict-at -5` printed a nan prediction and exited 0."""
+    f = tmp_path / "c.csv"
+    f.write_text("compute,pass_rate\n" + "".join(f"{10 ** (i / 4):g},{0.1 + i / 40:.3f}\n" for i in range(20)))
+    assert main(["fit", str(f), flag, "-5"]) == 2
+    assert f"{flag} -5.0: compute must be a positive number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["fit", "collapse", "report"])
+def test_a_binary_input_is_one_line(tmp_path: Path, capsys, command: str) -> None:
+    """b87d620: a UnicodeDecodeError traceback."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: x\n")
+    (run / "metrics.jsonl").write_bytes(bytes(range(128, 256)) * 4)
+    assert main([command, str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "not UTF-8 text" in err and len(err.splitlines()) == 1

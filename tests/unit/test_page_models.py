@@ -48,11 +48,12 @@ def test_protocol_line_says_what_each_evaluation_kind_measured():
     assert "weight-space" in w and "3 held-out problems x n = 2 samples" in w
 
 
-def test_a_withheld_direction_is_shown_beside_the_verdict():
+def test_the_reason_of_a_status_is_shown_beside_it():
     row = {"claim": "c", "quantity": "q", "expect": "positive", "paper": "p", "verdict": "inconclusive",
            "estimates": [{"label": "shared", "value": 0.2, "lo": 0.1, "hi": 0.3}],
            "spread": {"seeds": 1, "mean": 0.2, "min": 0.2, "max": 0.2}}
     plain = verdict_table([row])[-1]
     assert plain.endswith("| **inconclusive** |")
-    shown = verdict_table([{**row, "withheld": "not every fit has bent (a 0 of 3, b 3 of 3)"}])[-1]
-    assert shown.endswith("| **inconclusive**<br>*direction withheld: not every fit has bent (a 0 of 3, b 3 of 3)* |")
+    shown = verdict_table([{**row, "verdict": "not identifiable here",
+                             "why": "not every fit has bent (a 0 of 3, b 3 of 3)"}])[-1]
+    assert shown.endswith("| **not identifiable here**<br>*not every fit has bent (a 0 of 3, b 3 of 3)* |")

@@ -41,3 +41,60 @@ def test_atomic_write_replaces_whole_and_leaves_no_temp_file(tmp_path: Path, mon
     with pytest.raises(OSError, match="disk full"):
         atomic_write(target, "new")
     assert target.read_text() == "old" and sorted(p.name for p in target.parent.iterdir()) == ["r.json"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_atomic_writers_respect_the_umask(tmp_path: Path, umask: int) -> None:
+    """mkstemp/mkdtemp create 0600 files and 0700 folders whatever the umask; the writers give what
+    ``open``/``mkdir`` would (collaborators on a shared cluster can read a run)."""
+    from rlvr.paths import temp_dir_beside
+
+    old = os.umask(umask)
+    try:
+        f = atomic_write(tmp_path / "r.json", "{}")
+        d = temp_dir_beside(tmp_path / "model")
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(old)
+    assert f.stat().st_mode & 0o777 == 0o666 & ~umask == plain.stat().st_mode & 0o777
+    assert d.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_a_new_run_folder_must_be_new_or_empty(tmp_path: Path, capsys) -> None:
+    from rlvr.paths import claim_new_dir
+
+    assert claim_new_dir(tmp_path / "new").is_dir()  # missing: created
+    assert claim_new_dir(tmp_path / "new") == tmp_path / "new"  # empty: fine
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step_000002").mkdir(parents=True)
+    (run / "config.yaml").write_text("name: x\n")
+    (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    with pytest.raises(UserError, match=r"--run-dir .*run is not empty \(a run: config.yaml, metrics.jsonl "
+                                        r"\(2 lines\), 1 checkpoint\); continue it with --resume.*--overwrite"):
+        claim_new_dir(run)
+    assert (run / "config.yaml").read_text() == "name: x\n"  # refused: untouched
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"not empty \(1 entry: notes.txt\); give another folder"):
+        claim_new_dir(other)
+    claim_new_dir(run, overwrite=True)
+    assert run.is_dir() and not any(run.iterdir())
+    said = capsys.readouterr().err
+    assert "--overwrite: removing a run: config.yaml, metrics.jsonl (2 lines), 1 checkpoint from" in said
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match="is a file, not a folder"):
+        claim_new_dir(tmp_path / "afile", overwrite=True)
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_folder_holding_only_an_interrupted_atomic_write_counts_as_empty(tmp_path: Path) -> None:
+    """A run SIGKILLed while writing its config.yaml leaves ``.config.yaml.XXXX.tmp``; it starts again."""
+    from rlvr.paths import claim_new_dir
+
+    (tmp_path / ".config.yaml.abc123.tmp").write_text("name: x")
+    assert claim_new_dir(tmp_path) == tmp_path
+    (tmp_path / "config.yaml").write_text("name: x\n")
+    with pytest.raises(UserError, match="not empty"):
+        claim_new_dir(tmp_path)

@@ -13,12 +13,15 @@ import pytest
 
 matplotlib.use("Agg")
 
+from rlvr.analysis.smoothing import Smoothing, ema  # noqa: E402
 from rlvr.cli import main  # noqa: E402
 from rlvr.report import figures  # noqa: E402
-from rlvr.report.html import METRIC_GROUPS, write_report  # noqa: E402
+from rlvr.report.curve_figures import curve_axes  # noqa: E402
+from rlvr.report.curves_section import METRIC_GROUPS  # noqa: E402
+from rlvr.report.html import write_report  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "run_small"
-SECTIONS = ("summary", "training", "evaluation", "scaling", "config")
+SECTIONS = ("summary", "training", "evaluation", "samples", "scaling", "config")
 _IMG = re.compile(r'<img id="([^"]+)" alt="([^"]+)" src="([^"]+)"')
 _ATTR = re.compile(r'\b(src|href)\s*=\s*["\']([^"\']*)["\']', re.I)
 
@@ -42,7 +45,7 @@ def fast_png(monkeypatch):
         plt.close(fig)
         return figures.png_data_uri(b"\x89PNG\r\n\x1a\n")
 
-    monkeypatch.setattr(figures, "_fig_uri", fake)
+    monkeypatch.setattr(figures, "fig_uri", fake)
     monkeypatch.setattr(figures, "scaling_figure", lambda curves, x_label="": fake(plt.figure()) if curves else None)
 
 
@@ -74,8 +77,12 @@ def test_report_has_every_section_and_figure(fixture_html):
         assert f'<section id="{s}">' in fixture_html
     imgs = _IMG.findall(fixture_html)
     ids = [i for i, _, _ in imgs]
-    want = [f"fig-{g}-img" for g, _, _ in METRIC_GROUPS] + ["fig-passk-img", "fig-support-img", "fig-scaling-img"]
-    assert ids == want  # report order; the fixture logged every group (kl_ref aside)
+    want = [f"fig-{g}-img" for g, _, _ in METRIC_GROUPS if g != "lag"]
+    assert ids == want + ["fig-passk-img", "fig-support-img", "fig-scaling-img"]  # report order
+    # the fixture logged every group (kl_ref aside); the lag is 0 throughout: no signal, hidden and named
+    assert ("hidden, constant in every run (no signal): policy lag (versions) (lag_max = 0, lag_mean = 0)"
+            in fixture_html)
+    assert "clip_frac_low: constant 0 (not drawn)" in fixture_html
     assert len(set(ids)) == len(ids)
     for _, alt, src in imgs:
         assert alt.strip()
@@ -142,16 +149,21 @@ def test_scaling_fit_on_fixture_reports_parameters(fixture_html):
 def test_overlay_two_runs_same_axes(tmp_path, fast_png):
     a = _copy_run(FIXTURE, tmp_path / "cispo")
     b = _copy_run(FIXTURE, tmp_path / "dapo", reward_shift=0.5)
-    fig = figures.metric_axes({"cispo": _rows(a), "dapo": _rows(b)}, ["reward"], "reward")
+    colours = {"cispo": "#111111", "dapo": "#222222"}
+    fig = curve_axes({"cispo": [_rows(a)], "dapo": [_rows(b)]}, ["reward"], "reward", colours, Smoothing("ema", 5))
+    raw = [r["reward"] + 0.5 for r in _rows(FIXTURE)]
     for ax in fig.axes:
-        assert [ln.get_label() for ln in ax.get_lines()] == ["cispo", "dapo"]
-    ys = fig.axes[0].get_lines()[1].get_ydata()
-    assert ys[-1] == pytest.approx(_rows(FIXTURE)[-1]["reward"] + 0.5)
+        labelled = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert [ln.get_label() for ln in labelled] == ["cispo", "dapo"]
+        assert [ln.get_color() for ln in labelled] == ["#111111", "#222222"]  # the page's colour per run
+        faint = ax.get_lines()[2]  # dapo's raw series, drawn behind its smoothed line
+        assert faint.get_alpha() < 0.5 and list(faint.get_ydata()) == pytest.approx(raw)
+        assert list(labelled[1].get_ydata()) == pytest.approx(list(ema(raw, 5)))
     html = write_report([a, b], tmp_path / "both.html").read_text()
     table = html[html.index('id="summary-table"'): html.index("</table>")]
     assert table.count("<tr>") == 3  # header + one row per run
     assert "<td>cispo</td>" in table and "<td>dapo</td>" in table
-    assert len(_IMG.findall(html)) == len(METRIC_GROUPS) + 3  # overlaid, not one figure per run
+    assert len(_IMG.findall(html)) == len(METRIC_GROUPS) - 1 + 3  # overlaid, not one figure per run; lag hidden
     assert html.count("<details class='config'>") == 2
 
 

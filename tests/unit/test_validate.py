@@ -110,8 +110,8 @@ def test_resume_checks_the_run_and_its_config(tmp_path, capsys):
     assert "loss.name: unknown loss 'grpoo'" in capsys.readouterr().err
     (tmp_path / "config.yaml").write_text("train:\n  steps: 4\n")
     assert main(["train", "--resume", str(tmp_path), "--steps", "0"]) == 2
-    assert "train.steps: must be >= 1 (got 0)" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+    assert "--steps 0: must be >= 1 (the run's new total number of steps)" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # nothing written, config untouched
 
 
 def test_user_error_type():

@@ -14,6 +14,9 @@ import torch
 from rlvr.analysis.update_records import tensor_part, tensor_record, update_rel_norm
 from rlvr.errors import UserError
 from rlvr.experiments import weight_measures as wm
+from rlvr.experiments.measures import MEASURES
+
+RUN = {name: m.run for name, m in MEASURES.items()}
 
 
 def test_match_index_is_nearest_on_a_log_scale_and_refuses_a_model_that_did_not_move():
@@ -53,13 +56,13 @@ def _ck(name, kl, norm, recs, masks=None):
 def test_precision_gap_by_hand():
     recs = [_rec("mlp.w1", 100, 80, 100), _rec("attention.wq", 300, 150, 300)]
     st = {"kind": "weights", "checkpoints": [_ck("final", 1e-3, 1e-3, recs)]}
-    est, det = wm.precision_gap(lambda e, m, s: st, {"eval": "w", "model": "rl"}, [0], [None])
+    est, det = RUN["precision_gap"](lambda e, m, s: st, {"eval": "w", "model": "rl"}, [0], [None])
     assert est[0].value == pytest.approx((20 + 150) / 400)
     assert det["s0"]["sparsity_bf16"] == pytest.approx(170 / 400) and det["s0"]["sparsity_fp32"] == 0
     assert det["s0"]["by_part"]["mlp"] == {"bf16": pytest.approx(0.2), "fp32": 0.0}
     still = {"kind": "weights", "checkpoints": [_ck("final", 0, 0, [_rec("mlp.w1", 100, 0, 0)])]}
     with pytest.raises(UserError, match="did not change"):
-        wm.precision_gap(lambda e, m, s: still, {"eval": "w", "model": "rl"}, [0], [None])
+        RUN["precision_gap"](lambda e, m, s: still, {"eval": "w", "model": "rl"}, [0], [None])
 
 
 def _mat(name, numel, drift, share, random=0.01):
@@ -75,15 +78,15 @@ def test_matched_weight_diff_picks_the_checkpoint_and_weights_by_parameters():
         _ck("final", 2.1e-3, 2e-2, [_mat("mlp.a", 100, 0.9, 0.09), _mat("attention.b", 300, 0.9, 0.09)])]}
     look = {"rl": rl, "sft": sft}
     args = {"eval": "w", "model": "rl", "against": "sft", "quantity": "spectral_drift", "match": "kl"}
-    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], args, [0], [0])
+    est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], args, [0], [0])
     assert det["s0"]["matched"] == "final"  # KL 2.1e-3 is nearest 2e-3
     assert est[0].value == pytest.approx((100 * (0.1 - 0.9) + 300 * (0.3 - 0.9)) / 400)
-    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "match": "norm", "quantity": "energy_ratio"},
-                                      [0], [0])
+    by_norm = {**args, "match": "norm", "quantity": "energy_ratio"}
+    est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], by_norm, [0], [0])
     assert det["s0"]["matched"] == "step_000010"  # norm 5e-3 equals
     assert est[0].value == pytest.approx((100 * (2 - 5) + 300 * (4 - 5)) / 400)
-    with pytest.raises(UserError, match="quantity one of"):
-        wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "quantity": "nope"}, [0], [0])
+    with pytest.raises(UserError, match="args.quantity: .nope.; use one of"):
+        RUN["matched_weight_diff"](lambda e, m, s: look[m], {**args, "quantity": "nope"}, [0], [0])
 
 
 def test_mask_overlap_by_hand_across_runs_and_seeds():
@@ -96,10 +99,10 @@ def test_mask_overlap_by_hand_across_runs_and_seeds():
     get = lambda e, m, s: runs[(m, s)]  # noqa: E731
     # x-s0 vs x-s1: J = 2/4; chance: inter 3*3/8 = 1.125, union 6 - 1.125 = 4.875
     j0 = 1.125 / 4.875
-    est, det = wm.mask_overlap(get, {"eval": "w", "model": "x", "pairing": "seeds"}, [0, 1], [None])
+    est, det = RUN["mask_overlap"](get, {"eval": "w", "model": "x", "pairing": "seeds"}, [0, 1], [None])
     assert len(est) == 1 and est[0].value == pytest.approx((0.5 - j0) / (1 - j0))
     assert det["x-s0 vs x-s1"]["jaccard"] == pytest.approx(0.5)
-    est, _ = wm.mask_overlap(get, {"eval": "w", "model": "x", "against": "y", "pairing": "same_seed"}, [0], [0])
+    est, _ = RUN["mask_overlap"](get, {"eval": "w", "model": "x", "against": "y", "pairing": "same_seed"}, [0], [0])
     assert est[0].value == pytest.approx(1.0)  # identical masks
     assert wm.unpack_mask(base64.b64encode(np.packbits(a).tobytes()).decode(), 8).tolist() == a.tolist()
 
@@ -183,7 +186,7 @@ def test_a_weights_cell_measures_every_checkpoint_and_resumes(tmp_path):
     first, final = st["checkpoints"]
     assert 0 < first["update_rel_norm"] < final["update_rel_norm"]
     assert final["kl"] > 0 and len(final["kl_per_problem"]) == 3
-    assert "masks" in final and "masks" not in first
+    assert "masks" in final and "masks" in first and set(first["strata"]) == set(first["masks"])
     assert all(r["changed_fp32"] == r["numel"] for r in final["records"])
     (out / "stats.json").unlink()
     (out / "ckpt_final.json").unlink()
@@ -209,21 +212,20 @@ def test_entropy_prediction_lags_the_prediction_by_one_step():
 
     pred = [1.0, -2.0, 3.0, -1.0, 2.0, 0.5]
     obs = [None] + pred[:-1]  # the change observed at t is the one predicted at t-1, exactly
-    est, det = dm.entropy_prediction(lambda e, m, s: _series(pred, obs), {"eval": "d", "model": "g"}, [0], [None])
+    est, det = RUN["entropy_prediction"](lambda e, m, s: _series(pred, obs), {"eval": "d", "model": "g"}, [0], [None])
     assert est[0].value == pytest.approx(1.0) and det["s0"]["steps"] == 5 and det["s0"]["sign_agreement"] == 1.0
     x, y = dm.lagged_pairs({"step": [1, 2, 4, 5], "dH_total": [1, 2, 3, 4], "entropy_obs_change": [0, 5, 6, 7]})
     assert x.tolist() == [1, 3] and y.tolist() == [5, 7]  # the gap 2 -> 4 breaks a pair
 
 
 def test_driving_cell_by_hand():
-    from rlvr.experiments import dynamics_measures as dm
 
     cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
     st = _series([0.0, 0.0], [None, 0.0], cells)
-    est, det = dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
+    est, det = RUN["driving_cell"](lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "neg_valley"}, [0], [None])
     assert est[0].value == pytest.approx(-5 - (-2)) and det["s0"]["largest_decrease"] == "neg_valley"
-    with pytest.raises(UserError, match="cell must be"):
-        dm.driving_cell(lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
+    with pytest.raises(UserError, match="args.cell: .x.; use one of"):
+        RUN["driving_cell"](lambda e, m, s: st, {"eval": "d", "model": "g", "cell": "x"}, [0], [None])
 
 
 def test_dynamics_series_merges_the_rows_of_each_step_the_last_value_winning(tmp_path):
@@ -241,19 +243,17 @@ def test_dynamics_series_merges_the_rows_of_each_step_the_last_value_winning(tmp
 
 
 def test_driving_cell_for_an_increase_and_entropy_stability_by_hand():
-    from rlvr.experiments import dynamics_measures as dm
-    from rlvr.experiments import measures
 
     cells = [[-1.0, 0.1, 0.5, -2.0], [-1.0, 0.1, 0.5, -3.0]]  # sums: -2, 0.2, 1, -5
     st = _series([0.0, 0.0], [None, 0.0], cells)
     args = {"eval": "d", "model": "g", "cell": "neg_peak", "direction": "increase"}
-    est, det = dm.driving_cell(lambda e, m, s: st, args, [0], [None])
+    est, det = RUN["driving_cell"](lambda e, m, s: st, args, [0], [None])
     assert est[0].value == pytest.approx(1 - 0.2) and det["s0"]["largest_increase"] == "neg_peak"
     base = {"ids": ["a", "b"], "token_entropy": [0.3, 0.3]}
     wapo = {"ids": ["a", "b"], "token_entropy": [0.2, 0.4]}   # shifts 0.1, 0.1
     grpo = {"ids": ["a", "b"], "token_entropy": [0.8, 0.0]}   # shifts 0.5 (up), 0.3 (down)
     look = {"base": base, "w": wapo, "g": grpo}
-    est, det = measures.entropy_stability(lambda e, m, s: look[m], {"eval": "h", "model": "w", "against": "g",
+    est, det = RUN["entropy_stability"](lambda e, m, s: look[m], {"eval": "h", "model": "w", "against": "g",
                                                                     "level": "token"}, [None], [None])
     assert est[0].value == pytest.approx(((0.1 - 0.5) + (0.1 - 0.3)) / 2) and det["shared"]["reference"] == 0.3
 
@@ -267,8 +267,84 @@ def test_matched_weight_diff_of_one_part_and_of_bf16_sparsity():
     sft = {"kind": "weights", "checkpoints": [_ck("final", 1e-3, 1e-3, mats(100, 300))]}
     look = {"rl": rl, "sft": sft}
     args = {"eval": "w", "model": "rl", "against": "sft", "quantity": "sparsity_bf16", "match": "norm"}
-    est, _ = wm.matched_weight_diff(lambda e, m, s: look[m], args, [0], [0])
+    est, _ = RUN["matched_weight_diff"](lambda e, m, s: look[m], args, [0], [0])
     assert est[0].value == pytest.approx((100 * (0.1 - 0.0) + 300 * (0.5 - 0.0)) / 400)
-    est, det = wm.matched_weight_diff(lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
+    est, det = RUN["matched_weight_diff"](lambda e, m, s: look[m], {**args, "part": "embedding"}, [0], [0])
     assert est[0].value == pytest.approx(0.5) and list(det["s0"]["by_part"]) == ["embedding"]
     assert math.isnan(est[0].lo)  # a single matrix: no interval, so the verdict cannot be reproduced
+
+
+def _planted(seed: int, w0s: list[torch.Tensor], p_small: float, p_large: float, like=None) -> dict:
+    """A weights cell whose bf16 masks change each entry with a probability set by its |W0| stratum
+    alone (p_small below |W0| 0.01, p_large above), independently across runs: no agreement beyond
+    what |W0| explains. ``like``: reuse another cell's masks (a control that moves exactly alike)."""
+    from rlvr.analysis.update_records import exponent_strata
+
+    rng = np.random.default_rng(seed)
+    records, masks, strata = [], {}, {}
+    for i, w0 in enumerate(w0s):
+        name = f"t{i}"
+        if like is not None:
+            mask = wm.unpack_mask(like["checkpoints"][0]["masks"][name], w0.numel())
+        else:
+            mask = rng.random(w0.numel()) < np.where(w0.abs().numpy() < 0.01, p_small, p_large)
+        records.append({"name": name, "numel": w0.numel()})
+        masks[name] = base64.b64encode(np.packbits(mask).tobytes()).decode()
+        strata[name] = exponent_strata(w0, mask)
+    ck = {"name": "final", "records": records, "masks": masks, "strata": strata, "update_rel_norm": 0.01, "kl": 0.05}
+    return {"kind": "weights", "checkpoints": [ck]}
+
+
+def test_rl_masks_that_only_share_w0_read_not_reproduced_or_inconclusive_against_the_stratified_null():
+    """The done-when control: RL-RL overlap equal to the |W0|-stratified chance model. Against the
+    independent-mask null the planted masks look like agreement (the claim as first declared reads
+    reproduced); against the stratified null they do not."""
+    from rlvr.experiments.verdict import verdict
+
+    g = torch.Generator().manual_seed(0)
+    w0s = [torch.where(torch.rand(4000, generator=g) < 0.5, torch.full((4000,), 0.001), torch.ones(4000))
+           * (1 + 0.1 * torch.rand(4000, generator=g)) for _ in range(6)]
+    cells = {s: _planted(s, w0s, 0.95, 0.3) for s in range(3)}
+    args = {"eval": "w", "model": "rl", "pairing": "seeds"}
+    plain, _ = RUN["mask_overlap"](lambda e, m, s: cells[s], args, [0, 1, 2], [None])
+    assert verdict(plain, "positive") == "reproduced"  # the old chance model: can it fail? not here
+    strat, det = RUN["mask_overlap"](lambda e, m, s: cells[s], {**args, "chance": "stratified"}, [0, 1, 2], [None])
+    assert all(abs(e.value) < 0.02 for e in strat)
+    assert verdict(strat, "positive") in ("not reproduced", "inconclusive")
+    # cells from before the strata: not measured, saying why
+    bare = {s: {**c, "checkpoints": [{k: v for k, v in c["checkpoints"][0].items() if k != "strata"}]}
+            for s, c in cells.items()}
+    with pytest.raises(UserError, match="stratified chance model needs"):
+        RUN["mask_overlap"](lambda e, m, s: bare[s], {**args, "chance": "stratified"}, [0, 1, 2], [None])
+
+
+def test_rl_rl_overlap_must_exceed_a_matched_sft_control():
+    from rlvr.experiments.verdict import verdict
+
+    g = torch.Generator().manual_seed(1)
+    w0s = [torch.where(torch.rand(3000, generator=g) < 0.5, torch.full((3000,), 0.001), torch.ones(3000))
+           for _ in range(5)]
+    rl = {s: _planted(10 + s, w0s, 0.9, 0.5) for s in range(3)}
+    sft = {s: _planted(20 + s, w0s, 0.9, 0.5) for s in range(3)}  # moves like RL: the control absorbs it all
+    look = {**{("rl", s): c for s, c in rl.items()}, **{("sft", s): c for s, c in sft.items()}}
+    args = {"eval": "w", "model": "rl", "pairing": "seeds", "control": "sft"}
+    est, det = RUN["mask_overlap"](lambda e, m, s: look[(m, s)], args, [0, 1, 2], [None])
+    assert verdict(est, "positive") in ("not reproduced", "inconclusive")
+    assert all("control_kappa" in x and x["control"] == "final" for x in det.values())
+    twin = {s: _planted(0, w0s, 0.9, 0.5, like=rl[s]) for s in range(3)}  # SFT's mask = RL's own: far below
+    look.update({("sft", s): c for s, c in twin.items()})
+    est, _ = RUN["mask_overlap"](lambda e, m, s: look[(m, s)], args, [0, 1, 2], [None])
+    assert verdict(est, "positive") == "not reproduced"
+
+
+def test_the_mirrored_cell_pair_is_one_contrast():
+    d = {"kind": "dynamics", "series": {"step": [1, 2, 3], "entropy": [0.3, 0.2, 0.1],
+                                        **{f"dH_{c}": v for c, v in zip(("pos_peak", "pos_valley", "neg_peak",
+                                                                          "neg_valley"),
+                                                                         ([-1, -1, -1], [0, 0, 0], [1, 1, 1],
+                                                                          [-2, -2, -2]))}}}
+    args = {"eval": "d", "model": "g", "cell": "neg_valley", "versus": "pos_peak"}
+    est, _ = RUN["driving_cell"](lambda e, m, s: d, args, [0], [None])
+    assert est[0].value == pytest.approx(-6 - -3)
+    with pytest.raises(UserError, match="args.versus: a cell against itself"):
+        RUN["driving_cell"](lambda e, m, s: d, {**args, "versus": "neg_valley"}, [0], [None])

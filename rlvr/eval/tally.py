@@ -19,11 +19,19 @@ from typing import Any
 
 WHITESPACE_TO_SPACE = str.maketrans({c: " " for c in range(0x3001) if chr(c).isspace()})
 """Every character ``str.split()`` splits on (``str.isspace``; none lies above U+3000) -> a space."""
+ASCII_WHITESPACE_TO_SPACE = bytes(0x20 if c < 128 and chr(c).isspace() else c for c in range(256))
+"""The same for ASCII text as a ``bytes.translate`` table (tab, newline, \\v, \\f, \\r, \\x1c-\\x1f)."""
 
 
 def normalised(text: str) -> str:
     """``" ".join(text.split())`` (:func:`rlvr.eval.samples.normalise_whitespace`) without making a
-    string per word: whitespace to spaces, runs of spaces halved until single, ends stripped."""
+    string per word: whitespace to spaces, runs of spaces halved until single, ends stripped. ASCII
+    text (the usual case) is done on its bytes, where translate and replace are a few times faster."""
+    if text.isascii():
+        data = text.encode("ascii").translate(ASCII_WHITESPACE_TO_SPACE)
+        while b"  " in data:
+            data = data.replace(b"  ", b" ")
+        return data.strip(b" ").decode("ascii")
     text = text.translate(WHITESPACE_TO_SPACE)
     while "  " in text:
         text = text.replace("  ", " ")

@@ -132,9 +132,17 @@ def test_normalised_is_normalise_whitespace() -> None:
              "one two", "é  ü\r\nß"]
     for text in texts:
         assert normalised(text) == normalise_whitespace(text), repr(text)
-    from rlvr.eval.tally import WHITESPACE_TO_SPACE
+    from rlvr.eval.tally import ASCII_WHITESPACE_TO_SPACE, WHITESPACE_TO_SPACE
 
     assert [c for c in range(0x110000) if chr(c).isspace()] == sorted(WHITESPACE_TO_SPACE)
+    assert [c for c in range(256) if ASCII_WHITESPACE_TO_SPACE[c] != c] == [c for c in range(128) if chr(c).isspace()
+                                                                              and c != 0x20]
+    rng = random.Random(0)  # ASCII text goes by its bytes, the rest by str.translate: both as str.split() says
+    alphabet = ["a", "b", "\\", '"', " ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0",
+                "\u3000"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert normalised(text) == normalise_whitespace(text), repr(text)
 
 
 def test_merged_tallies_equal_the_tallies_of_the_concatenated_rows() -> None:

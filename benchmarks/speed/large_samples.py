@@ -62,15 +62,17 @@ def write_samples(path: Path, problems: int, n: int, mean_chars: int, seed: int 
     os.replace(tmp, path)
 
 
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one subprocess, its RSS read from ``os.wait4`` (that child only)."""
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds) of one subprocess, its RSS and CPU (user + system) read
+    from ``os.wait4`` (that child only). On shared cores the CPU time moves less with the load than the
+    wall time does, so both ratios are printed."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed with status {os.waitstatus_to_exitcode(status)}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def cpu_line() -> str:
@@ -101,22 +103,26 @@ def main() -> int:
     print(f"{path}: {size_gb:.2f} GB", flush=True)
     # -P: the working directory is not put first on the path, so PYTHONPATH decides which rlvr runs
     env = dict(os.environ, PYTHONPATH=args.rlvr_root or str(Path(__file__).resolve().parents[2]))
-    bare_s, bare_mb = timed([sys.executable, "-c", BARE_LOOP, str(path)])
-    print(f"bare json.loads loop: {bare_s:.1f}s wall, peak RSS {bare_mb:.0f} MiB", flush=True)
+    bare_s, bare_mb, bare_cpu = timed([sys.executable, "-c", BARE_LOOP, str(path)])
+    print(f"bare json.loads loop: {bare_s:.1f}s wall, {bare_cpu:.1f}s CPU, peak RSS {bare_mb:.0f} MiB", flush=True)
     out = path.with_name(path.stem + "_eval.json")
     command = [sys.executable, "-P", "-m", "rlvr.cli", "eval", "--samples", str(path), "--json", str(out), "--quiet"]
-    eval_s, eval_mb = timed(command, env)
+    eval_s, eval_mb, eval_cpu = timed(command, env)
     result = json.loads(out.read_text())
-    print(f"rlvr eval --samples: {eval_s:.1f}s wall ({eval_s / bare_s:.2f}x the bare loop), peak RSS "
+    print(f"rlvr eval --samples: {eval_s:.1f}s wall ({eval_s / bare_s:.2f}x the bare loop), {eval_cpu:.1f}s CPU "
+          f"({eval_cpu / bare_cpu:.2f}x), peak RSS "
           f"{eval_mb:.0f} MiB; {result['samples']} samples, {result['problems']} problems, "
           f"pass@1 {result['pass_at_k']['1']:.4f}", flush=True)
-    read_s, read_mb = timed(command + ["--ks", "1"], env)
-    print(f"rlvr eval --samples --ks 1: {read_s:.1f}s wall ({read_s / bare_s:.2f}x the bare loop), peak RSS "
+    read_s, read_mb, read_cpu = timed(command + ["--ks", "1"], env)
+    print(f"rlvr eval --samples --ks 1: {read_s:.1f}s wall ({read_s / bare_s:.2f}x the bare loop), {read_cpu:.1f}s "
+          f"CPU ({read_cpu / bare_cpu:.2f}x), peak RSS "
           f"{read_mb:.0f} MiB", flush=True)
     row = {"benchmark": "large_samples", "file_gb": round(size_gb, 2), "samples": result["samples"],
            "bare_s": round(bare_s, 2), "bare_rss_mib": round(bare_mb), "eval_s": round(eval_s, 2),
            "eval_rss_mib": round(eval_mb), "ratio": round(eval_s / bare_s, 2), "ks1_s": round(read_s, 2),
-           "ks1_rss_mib": round(read_mb), "ks1_ratio": round(read_s / bare_s, 2),
+           "ks1_rss_mib": round(read_mb), "ks1_ratio": round(read_s / bare_s, 2), "bare_cpu_s": round(bare_cpu, 2),
+           "eval_cpu_s": round(eval_cpu, 2), "cpu_ratio": round(eval_cpu / bare_cpu, 2),
+           "ks1_cpu_s": round(read_cpu, 2), "ks1_cpu_ratio": round(read_cpu / bare_cpu, 2),
            "under_targets": eval_mb < 500 and eval_s <= 2 * bare_s, "cpu": cpu_line(),
            "load_avg": [round(x, 2) for x in os.getloadavg()], "nice": os.nice(0)}
     print(json.dumps(row))

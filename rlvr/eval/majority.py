@@ -59,8 +59,9 @@ import numpy as np
 from rlvr.errors import UserError
 
 TAIL = 1e-20
-"""Each binomial's left and right tails beyond its window hold at most this share of P(sum = k);
-every term dropped is bounded by these tails (J classes drop at most ~J * 1e-20 of maj@k)."""
+"""Each binomial's left and right tails beyond its window hold at most this share of P(sum = k), and
+every term dropped is below it: maj@k moves by under n * TAIL."""
+
 
 class Binomial(NamedTuple):
     """One class's vote count under the embedding (:func:`_binomial`)."""
@@ -144,7 +145,7 @@ def _maj_one_k(sizes: list[int], correct: list[bool], unparsable: int, k: int, n
     total = 0.0
     for c in (j for j, ok in enumerate(correct) if ok):
         others = Counter(sizes[:c] + sizes[c + 1:])
-        lo_c, votes_c = laws[sizes[c]][:2]
+        lo_c, votes_c = laws[sizes[c]].lo, laws[sizes[c]].window
         xs = np.arange(max(lo_c, 1), min(lo_c + votes_c.size - 1, k) + 1)  # (X,) c's votes beyond its tails
         votes = votes_c[xs - lo_c]
         # P(every other <= x) bounds c's share at x; P(some other >= x) bounds what the others' truncation
@@ -176,8 +177,8 @@ def _close_shares(xs: np.ndarray, k: int, pool: int, others: Counter, unparsable
     """(X,) for each vote count x of a correct class: E[1/(1+R); every other class <= x, the others'
     and the unparsable votes summing to k - x] (R: the others tied at x), by DFT over the window of
     Binomial(pool, p), pool = n - m_c."""
-    lo_pool, pool_pmf = _binomial(pool, log_p, log_q, log_fact, cut)[:2]
-    size = pool_pmf.size  # N > the window: only weight beyond the tails aliases
+    pool_law = _binomial(pool, log_p, log_q, log_fact, cut)
+    lo_pool, size = pool_law.lo, pool_law.window.size  # N > the window: only weight beyond the tails aliases
     f = np.arange(size)
     roots = np.exp(-2j * np.pi * np.arange(size) / size)  # (N,) roots[j] = w^j
 
@@ -191,7 +192,7 @@ def _close_shares(xs: np.ndarray, k: int, pool: int, others: Counter, unparsable
             pmf = np.bincount(np.arange(pmf.size) % size, weights=pmf, minlength=size)
         return np.fft.fft(pmf, size)
 
-    lo_u, pmf_u = laws[unparsable][:2]
+    lo_u, pmf_u = laws[unparsable].lo, laws[unparsable].window
     free = dft_sum(pmf_u)  # (N,)
     offset = lo_u + sum(laws[m].lo * q for m, q in others.items())
     rest = k - xs
@@ -207,7 +208,7 @@ def _close_shares(xs: np.ndarray, k: int, pool: int, others: Counter, unparsable
         part = xs[start: start + chunk]  # (X,) vote counts, ascending
         product = np.broadcast_to(free, (s.size, part.size, size)).copy()  # (Q, X, N)
         for m, q in others.items():
-            lo, pmf = laws[m][:2]
+            lo, pmf = laws[m].lo, laws[m].window
             first, last = (int(np.clip(x - lo, 0, pmf.size)) for x in (part[0], part[-1] + 1))
             middle = dft(pmf[first:last], first)  # (M, N): the entries a truncation at x in part can cut
             upto = np.vstack([np.zeros((1, size), complex), np.cumsum(middle, axis=0)])  # (M+1, N): a < j

@@ -252,3 +252,40 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+class ReadProgress:
+    """How far a long read has got, on one rewritten stderr line: ``[label] 812/1800 MB (45%), 6 s left``.
+
+    Shown only on a terminal and when not ``quiet``, at most every ``every_s`` seconds and only for a
+    read of at least ``min_total`` units (bytes by default; ``unit`` names another: rows); ``done(n)``
+    says n units are read, ``close()`` ends the line."""
+
+    def __init__(self, label: str, total: int, quiet: bool = False, unit: str = "MB", every_s: float = 0.5,
+                 min_total: int = 64 << 20, stream=None):
+        self.stream = stream or sys.stderr
+        self.shown = not quiet and total >= min_total and self.stream.isatty()
+        self.label, self.total, self.unit, self.every_s = label, total, unit, every_s
+        self.t0 = self.last = time.perf_counter()
+        self._wrote = False
+
+    def _units(self, n: int) -> str:
+        return f"{n / 2**20:.0f}" if self.unit == "MB" else str(n)
+
+    def done(self, n: int) -> None:
+        if not self.shown:
+            return
+        now = time.perf_counter()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        share = n / self.total if self.total else 1.0
+        left = (now - self.t0) * (1 - share) / share if share > 0 else float("nan")
+        left_s = f", {left:.0f} s left" if math.isfinite(left) else ""
+        print(f"\r[{self.label}] {self._units(n)}/{self._units(self.total)} {self.unit} ({100 * share:.0f}%){left_s}",
+              end="", file=self.stream, flush=True)
+        self._wrote = True
+
+    def close(self) -> None:
+        if self._wrote:
+            print(file=self.stream, flush=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -67,14 +66,21 @@ def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float,
     return out / "base.safetensors", out / "tuned.safetensors"
 
 
-def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int | None) -> tuple[float, ...]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess."""
-    cmd = [sys.executable, "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
+def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int | None,
+                  rlvr_root: str | None = None) -> tuple[float, ...]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess
+    (the rlvr of ``rlvr_root`` when given: another checkout, e.g. the code before a change), from
+    ``os.wait4``: that child's own usage, whatever other children this process had."""
+    # -P: the working directory is not put first on the path, so PYTHONPATH decides which rlvr runs
+    cmd = [sys.executable, "-P", "-m", "rlvr.cli", "weights", str(base), str(tuned), "--k", str(k),
            "--json", str(out_json)] + ([] if threads is None else ["--threads", str(threads)])
+    env = dict(os.environ, PYTHONPATH=rlvr_root or str(Path(__file__).resolve().parents[2]))
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"rlvr weights failed with status {os.waitstatus_to_exitcode(status)}")
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
@@ -101,6 +107,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline-dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--threads", type=int, help="torch threads for both the analysis and the baseline")
+    parser.add_argument("--pair-dir", help="keep the pair in this folder (written when absent, reused when present) "
+                        "and the result JSON there as weights.json: runs of two checkouts compare on one pair")
+    parser.add_argument("--rlvr-root", help="run the rlvr of this checkout (default: the one importable here)")
     return parser.parse_args()
 
 
@@ -109,13 +118,22 @@ def main() -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     shapes = llama_shapes(args.layers, args.hidden, args.intermediate, args.vocab)
-    row: dict = {"benchmark": "weights_speed", "params": sum(torch.Size(s).numel() for s in shapes.values())}
+    row: dict = {"benchmark": "weights_speed", "params": sum(torch.Size(s).numel() for s in shapes.values()),
+                 "rlvr_root": args.rlvr_root or str(Path(__file__).resolve().parents[2])}
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        base, tuned = make_pair(Path(tmp), shapes, args.density)
-        print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
-        wall, cpu, rss = time_analysis(base, tuned, args.k, Path(tmp) / "weights.json", args.threads)
-        sparsity = json.loads((Path(tmp) / "weights.json").read_text())["pairs"][0]["sparsity"]
+        folder = Path(args.pair_dir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        base, tuned = folder / "base.safetensors", folder / "tuned.safetensors"
+        if not (base.is_file() and tuned.is_file()):  # written by a child: this process stays small, and
+            start = time.perf_counter()                 # the analysis child forked from it starts small
+            writer = ("import sys; sys.path.insert(0, sys.argv[1]); import weights_speed as w; "
+                      "from pathlib import Path; "
+                      "w.make_pair(Path(sys.argv[2]), w.llama_shapes(*map(int, sys.argv[3:7])), float(sys.argv[7]))")
+            subprocess.run([sys.executable, "-c", writer, str(Path(__file__).parent), str(folder), str(args.layers),
+                            str(args.hidden), str(args.intermediate), str(args.vocab), str(args.density)], check=True)
+            print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
+        wall, cpu, rss = time_analysis(base, tuned, args.k, folder / "weights.json", args.threads, args.rlvr_root)
+        sparsity = json.loads((folder / "weights.json").read_text())["pairs"][0]["sparsity"]
         print(f"rlvr weights: {wall:.1f}s wall, {cpu:.1f}s CPU, peak RSS {rss:.0f} MiB, "
               f"sparsity {sparsity:.4f} (expected ~{1 - args.density:.4f}), "
               f"torch threads {args.threads or torch.get_num_threads()}, "

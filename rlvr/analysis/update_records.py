@@ -5,7 +5,7 @@ A record holds the tensor's name, kind (:func:`rlvr.analysis.weight_io.tensor_ki
 (:func:`tensor_part`: attention q/k/v/o are told apart), ``numel``, ``changed_bf16`` /
 ``changed_fp32`` (entries that differ after rounding to that precision), ``dw_sq`` / ``w0_sq``
 (squared Frobenius norms of dW and W0) and, for 2-D matrices, the fields of
-:func:`rlvr.analysis.updates.compare_matrix` computed with the bf16 mask.
+:func:`rlvr.analysis.matrix_compare.compare_matrix` computed with the bf16 mask.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from rlvr.analysis import updates
+from rlvr.analysis.matrix_compare import compare_matrix
 from rlvr.analysis.weight_io import WeightSource, iter_matched, tensor_kind
 
 _PART = re.compile(r"^(?:w|c_)?(q|k|v|o)(?:_proj)?$")
@@ -45,7 +46,7 @@ def tensor_record(name: str, w0: torch.Tensor, w1: torch.Tensor, k: int | float,
     rec["changed"] = rec["changed_bf16"]
     if w0.ndim == 2 and min(w0.shape) > 1:
         kk = updates.resolve_k(k, *w0.shape)
-        rec.update(updates.compare_matrix(w0, w1, kk, mask, spec0=spec0, method=method))
+        rec.update(compare_matrix(w0, w1, kk, "bf16", spec0=spec0, method=method))
     return rec, mask
 
 

@@ -1,7 +1,8 @@
 """Where a fine-tune moved the weights (docs/methods/weight_updates.md, "The Path Not Taken").
 
 Pure functions on one weight matrix ``w0`` (base) and ``w1`` (tuned), both (m, n), with
-``dw = w1 - w0``. Singular values and vectors are computed in float64 (see
+``dw = w1 - w0`` (:mod:`rlvr.analysis.matrix_compare` puts them together, a block of rows at a
+time). Singular values and vectors are computed in float64 (see
 :func:`spectrum` for the three methods and their accuracy). Dimension letters here:
 m rows, n columns, N = m*n entries, k kept singular directions, r = min(m, n).
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rlvr.analysis.row_blocks import Rows, TensorRows, as_rows, whole
 from rlvr.errors import UserError
 
 Precision = str | float  # "bf16" | "fp32" | "rel:<rtol>" | absolute tolerance
@@ -78,8 +80,10 @@ class Spectrum:
     v: torch.Tensor
 
 
-def spectrum(w: torch.Tensor, k: int, method: str = "gram", niter: int = 6, oversample: int = 10) -> Spectrum:
-    """Full singular values and top-k singular vectors of w (m, n).
+def spectrum(w: torch.Tensor | Rows, k: int, method: str = "gram", niter: int = 6, oversample: int = 10) -> Spectrum:
+    """Full singular values and top-k singular vectors of w (m, n): a tensor, or :class:`Rows` read
+    a block at a time (a tall matrix's Gram matrix is built from its row blocks; a wide one, and the
+    ``svd`` / ``lowrank`` methods, read it whole).
 
     ``gram`` (default): float64 Gram matrix of the short side, all its eigenvalues and only its top-k
     eigenvectors (:func:`top_eigh`), then u = w v / s. The top singular values and vectors are exact
@@ -93,50 +97,53 @@ def spectrum(w: torch.Tensor, k: int, method: str = "gram", niter: int = 6, over
     error shrinks like (s_{q+1}/s_k)**(2*niter+1): accurate on decaying spectra, but on a flat one
     (a 300x120 Gaussian) the top-10 subspace is ~27 degrees off, which swamps real rotations.
     """
-    if w.ndim != 2:
+    if len(w.shape) != 2:
         raise ValueError(f"spectrum needs a 2-D matrix, got shape {tuple(w.shape)}")
     if method not in METHODS:
         raise UserError(f"unknown SVD method {method!r}; use one of {', '.join(METHODS)}")
     k = min(k, min(w.shape))
     if method == "lowrank":
         q = min(k + oversample, min(w.shape))
-        u, s, v = torch.svd_lowrank(w.double(), q=q, niter=niter)
+        u, s, v = torch.svd_lowrank(whole(w).double(), q=q, niter=niter)
         return Spectrum(s, u[:, :k], v[:, :k])
     if method == "gram":
         spec = _gram_spectrum(w, k)
         if spec is not None:
             return spec
-    u, s, vh = torch.linalg.svd(w.double(), full_matrices=False)
+    u, s, vh = torch.linalg.svd(whole(w).double(), full_matrices=False)
     return Spectrum(s, u[:, :k], vh[:k].T)
 
 
-def _gram_spectrum(w: torch.Tensor, k: int, chunk: int = 8192) -> Spectrum | None:
+def _gram_spectrum(w: torch.Tensor | Rows, k: int, chunk: int = 8192) -> Spectrum | None:
     """Spectrum via the float64 Gram matrix of the short side, built in row chunks so that memory
-    stays near one float32 copy of w. None when s_k is too small for u = w v / s to be accurate."""
-    x = w if w.shape[0] >= w.shape[1] else w.T  # (rows, cols), rows >= cols
+    stays near one float64 chunk (a wide matrix: plus the matrix as stored, read whole and read by
+    columns). None when s_k is too small for u = w v / s to be accurate."""
+    tall = w.shape[0] >= w.shape[1]
+    x = as_rows(w) if tall else TensorRows(whole(w).T)  # (rows, cols), rows >= cols
     evals, vk = top_eigh(gram_lower(x, chunk), k)  # (cols,) descending, (cols, k)
     s = evals.clamp_min(0).sqrt()
     if not s[k - 1] > 1e-6 * s[0]:
         return None
-    uk = torch.cat([x[i : i + chunk].double() @ vk for i in range(0, x.shape[0], chunk)]) / s[:k]
-    return Spectrum(s, uk, vk) if x is w else Spectrum(s, vk, uk)
+    uk = torch.cat([x.block(i, i + chunk).double() @ vk for i in range(0, x.shape[0], chunk)]) / s[:k]
+    return Spectrum(s, uk, vk) if tall else Spectrum(s, vk, uk)
 
 
-def gram_lower(x: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+def gram_lower(x: torch.Tensor | Rows, chunk: int = 8192) -> torch.Tensor:
     """x^T x in float64 for x (rows, cols), accumulated over row chunks; only the lower triangle
     is guaranteed (BLAS dsyrk, half the flops of a matmul), which is all :func:`top_eigh` reads."""
+    x = as_rows(x)
     cols = x.shape[1]
     if not USE_SCIPY:
         gram = torch.zeros(cols, cols, dtype=torch.float64)
         for i in range(0, x.shape[0], chunk):
-            c = x[i : i + chunk].double()
+            c = x.block(i, i + chunk).double()
             gram.addmm_(c.T, c)
         return gram
     from scipy.linalg import blas
 
     gram = np.zeros((cols, cols), dtype=np.float64, order="F")
     for i in range(0, x.shape[0], chunk):
-        c = x[i : i + chunk].double().numpy()  # C-ordered (r, cols): its transpose is Fortran-ordered
+        c = x.block(i, i + chunk).double().numpy()  # C-ordered (r, cols): its transpose is Fortran-ordered
         gram = blas.dsyrk(1.0, c.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
     return torch.from_numpy(gram)
 
@@ -210,7 +217,7 @@ def random_energy_share(k: int, m: int, n: int) -> float:
     return k * k / (m * n)
 
 
-def _as_float(w: torch.Tensor) -> torch.Tensor:
+def as_float(w: torch.Tensor) -> torch.Tensor:
     """float64 stays float64 (tests, analysis in double); anything else becomes float32, which holds
     bf16/fp16/fp32 weights exactly."""
     return w if w.dtype == torch.float64 else w.float()
@@ -243,7 +250,7 @@ def principal_mask(spec: Spectrum, k: int, count: int) -> torch.Tensor:
 
 def low_magnitude_mask(w0: torch.Tensor, count: int) -> torch.Tensor:
     """(m, n) mask of the ``count`` smallest-magnitude entries of w0."""
-    return top_mask(_as_float(w0).abs(), count, largest=False)
+    return top_mask(as_float(w0).abs(), count, largest=False)
 
 
 def jaccard(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
@@ -256,52 +263,6 @@ def jaccard_chance(count_a: float, count_b: float, n: float) -> tuple[float, flo
     Their ratio is the chance Jaccard p_a p_b / (p_a + p_b - p_a p_b) (exact as n grows)."""
     inter = count_a * count_b / n if n else 0.0
     return inter, count_a + count_b - inter
-
-
-def compare_matrix(
-    w0: torch.Tensor,
-    w1: torch.Tensor,
-    k: int,
-    mask: torch.Tensor,
-    spec0: Spectrum | None = None,
-    method: str = "gram",
-) -> dict:
-    """All section-6 measures for one matrix w0 -> w1 (m, n) given its update mask (m, n).
-
-    Returns JSON-ready numbers; the ``*_hits`` / ``changed`` counts are kept so that
-    aggregates over many matrices are exact ratios of sums (see :func:`summarize`).
-    """
-    m, n = w0.shape
-    k = min(k, m, n)
-    w0f, w1f = _as_float(w0), _as_float(w1)
-    spec0 = spec0 if spec0 is not None else spectrum(w0f, k, method)
-    spec1 = spectrum(w1f, k, method)
-    dw = w1f - w0f  # exact for nearby float32 values (Sterbenz)
-    del w1f
-    energy_share = principal_energy_share(dw, spec0.u, spec0.v)
-    norm0 = torch.linalg.vector_norm(w0f, dtype=torch.float64).item()
-    norm_dw = torch.linalg.vector_norm(dw, dtype=torch.float64).item()
-    del dw  # free before the masks: peak memory stays near 6 float32 copies of the matrix
-    changed = _count(mask)
-    principal_hits = _count(mask & principal_mask(spec0, k, changed))
-    low_magnitude_hits = _count(mask & low_magnitude_mask(w0f, changed))
-    left, right = principal_angles(spec0.u, spec1.u), principal_angles(spec0.v, spec1.v)
-    both = torch.cat([left, right])
-    return {
-        "k": k,
-        "spectral_drift": spectral_drift(spec0.s, spec1.s),
-        "topk_rel_change": topk_relative_change(spec0.s, spec1.s, k).tolist(),
-        "principal_angles_left_deg": left.tolist(),
-        "principal_angles_right_deg": right.tolist(),
-        "principal_angle_mean_deg": both.mean().item(),
-        "principal_angle_max_deg": both.max().item(),
-        "principal_energy_share": energy_share,
-        "random_energy_share": random_energy_share(k, m, n),
-        "update_rel_norm": norm_dw / norm0 if norm0 else math.nan,
-        "principal_hits": principal_hits,
-        "low_magnitude_hits": low_magnitude_hits,
-        "chance_hits": changed * changed / (m * n),
-    }
 
 
 def _weighted_mean(rows: list[dict], key: str) -> float | None:
@@ -317,7 +278,7 @@ def _ratio(num: float, den: float) -> float | None:
 
 def summarize(records: list[dict]) -> dict:
     """Aggregate per-tensor records (each with ``numel``, ``changed`` and, for 2-D matrices, the
-    :func:`compare_matrix` fields) into parameter-weighted statistics.
+    :func:`rlvr.analysis.matrix_compare.compare_matrix` fields) into parameter-weighted statistics.
 
     Sparsity and mask overlaps are exact ratios of sums; spectral drift, angles and energy shares
     are means over matrices weighted by parameter count (the random share over the same matrices

@@ -9,7 +9,9 @@ A model path may be (resolved by :func:`resolve_weight_files`, in this order):
    the largest step number (``step_000200`` > ``step_000100``), then the newest by modification time;
 4. a directory of ``*.safetensors`` shards without an index (all of them).
 
-Only one tensor per model is in memory at a time, so memory is bounded by the largest matrix.
+Files are read with plain reads, not mapped (:mod:`rlvr.analysis.safetensors_file`), a tensor whole
+(:meth:`WeightSource.get`) or a matrix a block of rows at a time (:meth:`WeightSource.matrix`), so
+resident memory holds only what is in use.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
+from rlvr.analysis.safetensors_file import SafetensorsFile, TensorFileRows
 from rlvr.errors import UserError
 
 INDEX = "model.safetensors.index.json"
@@ -122,16 +124,16 @@ class WeightSource:
         self.label = label or str(path)
         self.files = resolve_weight_files(path)
         self._stack = ExitStack()
-        self._where: dict[str, object] = {}
+        self._where: dict[str, SafetensorsFile] = {}
 
     def __enter__(self) -> WeightSource:
         for f in self.files:
             try:
-                handle = self._stack.enter_context(safe_open(str(f), framework="pt", device="cpu"))
-            except Exception as e:  # safetensors raises its own error types for bad headers
+                handle = self._stack.enter_context(SafetensorsFile(f))
+            except UserError:
                 self._stack.close()
-                raise UserError(f"cannot read {f} as safetensors ({e}); pass a valid file") from None
-            for name in handle.keys():
+                raise
+            for name in handle.names():
                 self._where[name] = handle
         return self
 
@@ -142,10 +144,17 @@ class WeightSource:
         return list(self._where)
 
     def shape(self, name: str) -> tuple[int, ...]:
-        return tuple(self._where[name].get_slice(name).get_shape())
+        return self._where[name].shape(name)
+
+    def dtype(self, name: str) -> torch.dtype:
+        return self._where[name].dtype(name)
 
     def get(self, name: str) -> torch.Tensor:
-        return self._where[name].get_tensor(name)
+        return self._where[name].get(name)
+
+    def matrix(self, name: str) -> TensorFileRows:
+        """A 2-D tensor read a block of rows at a time (:class:`rlvr.analysis.row_blocks.Rows`)."""
+        return TensorFileRows(self._where[name], name)
 
 
 def _natural_key(name: str) -> list[object]:

@@ -62,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", help="write the eval.json result here")
     out.add_argument("--plots", help="write pass_at_k.png, entropy.png (and support.png) in this folder")
     out.add_argument("--ks", help="comma-separated k values (default: powers of two up to n, plus n)")
+    out.add_argument("--quiet", action="store_true",
+                     help="no progress line while reading a long samples file (none is shown off a terminal)")
     gen = parser.add_argument_group("from a checkpoint (samples with a model)")
     gen.add_argument("--base", help="base checkpoint: sampled too, and scores perplexity of both")
     gen.add_argument("--task", help="task name, e.g. gsm8k, math500, synthetic (default for a checkpoint of an "
@@ -164,7 +166,8 @@ def _how(args: argparse.Namespace) -> dict[str, Any]:
 
         task = get_task(args.task)
     return dict(fmt=getattr(args, "format", "auto"), columns=getattr(args, "columns", None), task=task,
-                rule=parse_rule(getattr(args, "correct_threshold", None)), reverify=getattr(args, "reverify", False))
+                rule=parse_rule(getattr(args, "correct_threshold", None)), reverify=getattr(args, "reverify", False),
+                quiet=getattr(args, "quiet", False))
 
 
 def several_seeds(args: argparse.Namespace) -> bool:
@@ -173,17 +176,23 @@ def several_seeds(args: argparse.Namespace) -> bool:
 
 
 def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
-    from rlvr.eval.importers import load_any, load_steps
-    from rlvr.eval.steps import summarize_steps
-    from rlvr.eval.summary import compare, summarize
+    """The result from samples files or run folders, each read once into per-problem tallies
+    (:mod:`rlvr.eval.tally`): memory grows with problems and distinct answers, not with the file."""
+    from rlvr.eval.importers import iter_any, iter_imported
+    from rlvr.eval.run_folders import step_files
+    from rlvr.eval.steps import summarize_step_tallies
+    from rlvr.eval.summary import compare_tallies, summarize_tallies
+    from rlvr.eval.tally import tally_rows
 
     how = _how(args)
     if Path(args.samples).is_dir() and not args.base_samples:  # a run folder: per logged step and pooled
-        return summarize_steps(load_steps(args.samples, **how), ks, seed=args.seed)
-    trained = load_any(args.samples, **how)
+        by_step = {step: tally_rows(row for f in files for row in iter_imported(f, **how))
+                   for step, files in step_files(args.samples).items()}
+        return summarize_step_tallies(by_step, ks, seed=args.seed)
+    trained = tally_rows(iter_any(args.samples, **how))
     if args.base_samples:
-        return compare(load_any(args.base_samples, **how), trained, ks, seed=args.seed)
-    return summarize(trained, ks, seed=args.seed)
+        return compare_tallies(tally_rows(iter_any(args.base_samples, **how)), trained, ks, seed=args.seed)
+    return summarize_tallies(trained, ks, seed=args.seed)
 
 
 def _machine(args: argparse.Namespace) -> dict[str, Any]:

@@ -15,7 +15,7 @@ def from_seed_files(samples: list[str], base_samples: list[str] | None, how: dic
                     ks: list[int] | None, seed: int, plots: str | None) -> dict[str, Any]:
     """The JSON result: one model's pass@k over seeds, or (with --base-samples) both models' and the
     paired difference trained - base per k. Each file is one seed's samples (no run folders)."""
-    from rlvr.eval.importers import load_any
+    from rlvr.eval.importers import iter_any
     from rlvr.experiments.seed_passk import seed_passk, seed_passk_difference
 
     if plots:
@@ -24,10 +24,10 @@ def from_seed_files(samples: list[str], base_samples: list[str] | None, how: dic
     for path in [*samples, *(base_samples or [])]:
         if Path(path).is_dir():
             raise UserError(f"{path} is a folder; with several seeds give one samples file per seed")
-    trained = [load_any(p, **how) for p in samples]
+    trained = [iter_any(p, **how) for p in samples]  # each file read once, as it is counted
     if not base_samples:
         return {"kind": "seeds", **_finite(seed_passk(trained, samples, ks, seed))}
-    base = [load_any(p, **how) for p in base_samples]
+    base = [iter_any(p, **how) for p in base_samples]
     result = seed_passk_difference(base, trained, base_samples, samples, ks, seed)
     return {"kind": "seed_difference", "seeds": list(samples), "base_seeds": list(base_samples), **_finite(result)}
 

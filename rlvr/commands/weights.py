@@ -56,27 +56,57 @@ def parse_k(text: str) -> int | float:
             from None
 
 
-def _tensor_records(name: str, w0, w1s: list, k_spec, precision, method: str) -> tuple[list[dict], list]:
-    """One record per tuned model for tensor ``name``, and the update masks (for run overlap)."""
+def _tensor_records(name: str, src0, srcs: list, k_spec, precision, method: str) -> tuple[list[dict], list[dict]]:
+    """One record per tuned model for tensor ``name``, and the update-mask overlap counts of each pair
+    of tuned models (:func:`rlvr.analysis.updates.jaccard_record`). A matrix is read a block of rows at
+    a time (:mod:`rlvr.analysis.matrix_compare`); other tensors whole."""
     import torch
 
     from rlvr.analysis import updates
+    from rlvr.analysis.matrix_compare import compare_matrix
     from rlvr.analysis.weight_io import layer_index, tensor_kind
 
-    floating = w0.is_floating_point() and all(w1.is_floating_point() for w1 in w1s)
-    # integer/bool buffers: exact comparison, sparsity only
-    masks = [updates.update_mask(w0, w1, precision) if floating else w0 != w1 for w1 in w1s]
-    base = {"name": name, "kind": tensor_kind(name), "layer": layer_index(name), "shape": list(w0.shape),
-            "numel": w0.numel()}
-    records = [dict(base, changed=int(torch.count_nonzero(m).item())) for m in masks]
+    shape = src0.shape(name)
+    floating = all(src.dtype(name).is_floating_point for src in (src0, *srcs))
+    numel = int(torch.Size(shape).numel())
+    base = {"name": name, "kind": tensor_kind(name), "layer": layer_index(name), "shape": list(shape),
+            "numel": numel}
+    pairs = [(a, b) for a in range(len(srcs)) for b in range(a + 1, len(srcs))]
+    if floating and len(shape) == 2 and min(shape) > 1:
+        k = updates.resolve_k(k_spec, *shape)
+        rows0 = src0.matrix(name)
+        spec0 = updates.spectrum(rows0, k, method)
+        measures = [compare_matrix(rows0, src.matrix(name), k, precision, spec0, method) for src in srcs]
+        records = [{**base, "changed": m["changed"], "sparsity": 0.0, **m} for m in measures]  # old key order
+        overlaps = _block_overlaps(rows0, [src.matrix(name) for src in srcs], pairs, precision) if pairs else []
+    else:  # integer/bool buffers: exact comparison, sparsity only
+        w0 = src0.get(name)
+        masks = [updates.update_mask(w0, src.get(name), precision) if floating else w0 != src.get(name)
+                 for src in srcs]
+        records = [dict(base, changed=int(torch.count_nonzero(mask).item()), sparsity=0.0) for mask in masks]
+        overlaps = [updates.jaccard_record(masks[a], masks[b]) for a, b in pairs]
     for rec in records:
         rec["sparsity"] = 1.0 - rec["changed"] / max(1, rec["numel"])
-    if floating and w0.ndim == 2 and min(w0.shape) > 1:
-        k = updates.resolve_k(k_spec, *w0.shape)
-        spec0 = updates.spectrum(w0, k, method)
-        for rec, w1, mask in zip(records, w1s, masks):
-            rec.update(updates.compare_matrix(w0, w1, k, mask, spec0=spec0, method=method))
-    return records, masks
+    return records, overlaps
+
+
+def _block_overlaps(rows0, tuned: list, pairs: list[tuple[int, int]], precision) -> list[dict]:
+    """:func:`rlvr.analysis.updates.jaccard_record` of each pair's update masks, summed over row blocks
+    (the chance counts from the whole matrix's counts)."""
+    from rlvr.analysis.row_blocks import block_rows, blocks
+    from rlvr.analysis.updates import jaccard_chance, jaccard_record, update_mask
+
+    totals: list[dict] = [{} for _ in pairs]
+    for start, stop in blocks(rows0.shape[0], block_rows(rows0.shape[1])):
+        w0 = rows0.block(start, stop)
+        masks = [update_mask(w0, rows.block(start, stop), precision) for rows in tuned]
+        for total, (a, b) in zip(totals, pairs):
+            for key, value in jaccard_record(masks[a], masks[b]).items():
+                total[key] = total.get(key, 0) + value
+    for total in totals:
+        total["chance_inter"], total["chance_union"] = jaccard_chance(total["count_a"], total["count_b"],
+                                                                      total["numel"])
+    return totals
 
 
 def analyse(base: str, tuned: list[str], k_spec: int | float = 16, precision="bf16", method: str = "gram",
@@ -84,8 +114,7 @@ def analyse(base: str, tuned: list[str], k_spec: int | float = 16, precision="bf
     """Stream the matched tensors of BASE and each TUNED model and return the JSON result
     (keys in docs/commands/weights.md); ``progress(i, total, name)`` is called after each tensor."""
     tuned = [tuned] if isinstance(tuned, str) else list(tuned)
-    from rlvr.analysis import updates
-    from rlvr.analysis.weight_io import WeightSource, iter_matched, matched_names
+    from rlvr.analysis.weight_io import WeightSource, matched_names
 
     per_pair: list[list[dict]] = [[] for _ in tuned]
     pair_ids = [(a, b) for a in range(len(tuned)) for b in range(a + 1, len(tuned))]
@@ -93,16 +122,15 @@ def analyse(base: str, tuned: list[str], k_spec: int | float = 16, precision="bf
     with ExitStack() as stack:
         src0 = stack.enter_context(WeightSource(base))
         sources = [stack.enter_context(WeightSource(t)) for t in tuned]
-        total = len(matched_names(src0, sources))
-        for i, (name, w0, w1s) in enumerate(iter_matched(src0, sources), start=1):
-            records, masks = _tensor_records(name, w0, w1s, k_spec, precision, method)
+        names = matched_names(src0, sources)
+        for i, name in enumerate(names, start=1):
+            records, overlaps = _tensor_records(name, src0, sources, k_spec, precision, method)
             for rows, rec in zip(per_pair, records):
                 rows.append(rec)
-            for a, b in pair_ids:
-                row = updates.jaccard_record(masks[a], masks[b])
-                overlap_rows[(a, b)].append(dict(row, name=name, kind=records[0]["kind"]))
+            for ab, row in zip(pair_ids, overlaps):
+                overlap_rows[ab].append(dict(row, name=name, kind=records[0]["kind"]))
             if progress is not None:
-                progress(i, total, name)
+                progress(i, len(names), name)
     return {"pairs": [_pair_result(base, t, rows) for t, rows in zip(tuned, per_pair)],
             "mask_overlap": {f"{a + 1}-{b + 1}": _overlap_result(tuned[a], tuned[b], overlap_rows[(a, b)])
                              for a, b in pair_ids}}

@@ -10,6 +10,7 @@ answer, so the answer statistics (maj@k, parsable, answer entropy) are n/a.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,16 @@ def count_columns(rows: list[dict], columns: dict[str, str], path: str | Path = 
 def counts_to_samples(rows: list[dict], columns: dict[str, str], path: str | Path = "") -> list[dict]:
     """Samples rows (problem_id, correct, source="counts"): each problem's n samples, ``correct`` of them
     right (the right ones first; pass@k and support depend only on the counts)."""
-    mapping = count_columns(rows, columns, path)
-    out: list[dict] = []
+    return list(iter_count_samples(rows, columns, path))
+
+
+def iter_count_samples(rows: Iterable[dict], columns: dict[str, str], path: str | Path = "") -> Iterator[dict]:
+    """:func:`counts_to_samples` one problem's rows at a time (the columns judged by the first row)."""
+    mapping: dict[str, str] | None = None
     seen: set[str] = set()
     for i, row in enumerate(rows, start=1):
+        if mapping is None:
+            mapping = count_columns([row], columns, path)
         where = f"{path} row {i}"
         problem = str(row[mapping["problem_id"]])
         n = _count(row[mapping["n"]], where, mapping["n"])
@@ -65,5 +72,6 @@ def counts_to_samples(rows: list[dict], columns: dict[str, str], path: str | Pat
         if problem in seen:
             raise UserError(f"{where}: problem {problem!r} appears twice; give one row per problem")
         seen.add(problem)
-        out += [{"problem_id": problem, "correct": j < correct, "source": "counts"} for j in range(n)]
-    return out
+        yield from ({"problem_id": problem, "correct": j < correct, "source": "counts"} for j in range(n))
+    if mapping is None:
+        count_columns([], columns, path)  # no rows: the missing-columns error

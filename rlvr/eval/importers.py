@@ -35,21 +35,22 @@ problems by ``problem_id`` when mapped, else by prompt text.
 
 from __future__ import annotations
 
-import csv
 import hashlib
+import itertools
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.eval.chat_text import completion_text, prompt_messages
-from rlvr.eval.correctness import Rule, correct_from_scores, scores_of
-from rlvr.eval.counts import counts_to_samples
+from rlvr.eval.correctness import Rule, ScoreRule, score_of
+from rlvr.eval.counts import iter_count_samples
 from rlvr.eval.peer_records import FLATTEN, PEER_COLUMNS
 from rlvr.eval.run_folders import step_files
-from rlvr.eval.samples import load_samples, validate_row
-from rlvr.paths import read_jsonl
+from rlvr.eval.samples import iter_samples, validate_row
+from rlvr.eval.tables import iter_table
 from rlvr.rewards.verify import verify_all
 from rlvr.types import Problem, prompt_key
 
@@ -60,36 +61,7 @@ VERL_MAP = {"prompt": "input", "completion": "output", "gold": "gts", "reward": 
 VERL_NO_ANSWER = "[INVALID]"  # math_dapo's pred when it parsed nothing (verl/utils/reward_score/math_dapo.py)
 
 
-# ----------------------------------------------------------------------------- reading tables
-def read_table(path: str | Path) -> list[dict[str, Any]]:
-    """Rows (dicts) of a .jsonl, .json (records, or a W&B table with columns/data), .csv or .parquet."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{p}: no such file; pass a samples file")
-    suffix = p.suffix.lower()
-    if suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise UserError(f"{p}: reading parquet needs pyarrow (pip install 'rlvr[import]')") from None
-        return pq.read_table(p).to_pylist()
-    if suffix == ".csv":
-        with p.open(newline="", encoding="utf-8") as fh:
-            return [dict(r) for r in csv.DictReader(fh)]
-    text = p.read_text(encoding="utf-8")
-    if suffix == ".json":
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{p}: invalid JSON ({e.msg} at line {e.lineno}); fix the file") from None
-        if isinstance(obj, dict) and isinstance(obj.get("columns"), list) and isinstance(obj.get("data"), list):
-            return [dict(zip(obj["columns"], row)) for row in obj["data"]]  # a W&B table file
-        if isinstance(obj, list) and all(isinstance(r, dict) for r in obj):
-            return obj
-        raise UserError(f"{p}: expected a list of records or a W&B table ({{'columns', 'data'}})")
-    return read_jsonl(p, text)
-
-
+# ----------------------------------------------------------------------------- formats
 def detect(rows: list[dict], path: str | Path = "") -> str:
     """The format of ``rows`` judged by their columns; else a UserError asking for --format table --columns."""
     cols = set(rows[0]) if rows else set()
@@ -173,48 +145,29 @@ def _model_answer(value: Any) -> str | None:
     return None if text is None or text.strip() in ("", VERL_NO_ANSWER) else text
 
 
-def to_samples(rows: list[dict], mapping: dict[str, str], source: str, path: str | Path = "",
-               rule: Rule = None, use_file_correctness: bool = True) -> list[dict]:
-    """rlvr samples rows (problem_id, completion, prompt?, answer?, gold?, correct?, reward?, source).
-
-    ``correct`` comes from the correctness column, else the reward column (binary, or under ``rule``);
-    not at all when ``use_file_correctness`` is False (a task re-verifies)."""
-    out = []
-    for r in rows:
-        prompt = prompt_messages(r.get(mapping["prompt"])) if "prompt" in mapping else None
-        if isinstance(prompt, list):  # chat messages
-            prompt = json.dumps(prompt, ensure_ascii=False, sort_keys=True)
-        s: dict[str, Any] = {
-            "problem_id": str(r[mapping["problem_id"]]) if "problem_id" in mapping else _problem_id(str(prompt)),
-            "completion": completion_text(r.get(mapping["completion"])),
-            "source": source,
-        }
-        if prompt is not None:
-            s["prompt"] = str(prompt)
-        if "answer" in mapping:
-            s["answer"] = _model_answer(r.get(mapping["answer"]))
-        if "gold" in mapping and _cell_text(r.get(mapping["gold"])) is not None:
-            s["gold"] = _cell_text(r.get(mapping["gold"]))
-        out.append(s)
-    if "reward" in mapping:
-        for s, reward in zip(out, scores_of([r.get(mapping["reward"]) for r in rows], mapping["reward"], str(path))):
-            if reward is not None:
-                s["reward"] = reward
-    column = mapping.get("correct", mapping.get("reward"))
-    if column is not None and use_file_correctness:
-        scores = scores_of([r.get(column) for r in rows], column, str(path))
-        for s, ok in zip(out, correct_from_scores(scores, rule, column, str(path))):
-            if ok is not None:
-                s["correct"] = ok
-    return out
+def to_sample(r: dict, mapping: dict[str, str], source: str) -> dict:
+    """One table row -> an rlvr samples row (problem_id, completion, source, prompt?, answer?, gold?),
+    without correctness or reward (:func:`iter_imported` adds them)."""
+    prompt = prompt_messages(r.get(mapping["prompt"])) if "prompt" in mapping else None
+    if isinstance(prompt, list):  # chat messages
+        prompt = json.dumps(prompt, ensure_ascii=False, sort_keys=True)
+    s: dict[str, Any] = {
+        "problem_id": str(r[mapping["problem_id"]]) if "problem_id" in mapping else _problem_id(str(prompt)),
+        "completion": completion_text(r.get(mapping["completion"])),
+        "source": source,
+    }
+    if prompt is not None:
+        s["prompt"] = str(prompt)
+    if "answer" in mapping:
+        s["answer"] = _model_answer(r.get(mapping["answer"]))
+    if "gold" in mapping and _cell_text(r.get(mapping["gold"])) is not None:
+        s["gold"] = _cell_text(r.get(mapping["gold"]))
+    return s
 
 
-def verify_with_task(samples: list[dict], task: Any, path: str | Path = "", reverify: bool = False) -> list[dict]:
-    """Run ``task``'s verifier on every row: its parsed answer becomes the row's ``answer`` where the file
-    gave none (None: nothing parsed), its verdict the row's ``correct`` where the file gave none (every
-    row with ``reverify``). Each row is checked against the task's problem with the same prompt (every
-    split the task has; the problem carries what its verifier needs, e.g. the tests of a code task),
-    else against the row's gold; neither -> UserError."""
+def task_problems(task: Any) -> dict[str, Problem]:
+    """prompt key -> the task's problem with that prompt, over every split the task has (the problem
+    carries what its verifier needs, e.g. the tests of a code task)."""
     by_prompt: dict[str, Problem] = {}
     for split in ("train", "heldout"):
         try:
@@ -223,6 +176,16 @@ def verify_with_task(samples: list[dict], task: Any, path: str | Path = "", reve
             continue
         for p in split_problems:
             by_prompt.setdefault(prompt_key(p.prompt), p)
+    return by_prompt
+
+
+def verify_with_task(samples: list[dict], task: Any, path: str | Path = "", reverify: bool = False,
+                     by_prompt: dict[str, Problem] | None = None) -> list[dict]:
+    """Run ``task``'s verifier on every row: its parsed answer becomes the row's ``answer`` where the file
+    gave none (None: nothing parsed), its verdict the row's ``correct`` where the file gave none (every
+    row with ``reverify``). Each row is checked against the task's problem with the same prompt
+    (``by_prompt``, default :func:`task_problems`), else against the row's gold; neither -> UserError."""
+    by_prompt = task_problems(task) if by_prompt is None else by_prompt
     problems = []
     for s in samples:
         if "prompt" in s and prompt_key(s["prompt"]) in by_prompt:  # text, or chat messages
@@ -243,52 +206,123 @@ def load_any(path: str | Path, fmt: str = "auto", columns: str | None = None, ta
              rule: Rule = None, reverify: bool = False) -> list[dict]:
     """Samples rows from a file in any supported format (module docstring), ready for pass@k; a run
     folder (:mod:`rlvr.eval.run_folders`) gives all its steps' rows together (:func:`load_steps` per step).
-    A file that is not text (nor parquet) is a UserError naming it."""
-    if Path(path).is_dir():
-        return [row for rows in load_steps(path, fmt, columns, task, rule, reverify).values() for row in rows]
+    The rows of :func:`iter_any`, in a list."""
+    return list(iter_any(path, fmt, columns, task, rule, reverify))
+
+
+def load_steps(folder: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
+               rule: Rule = None, reverify: bool = False) -> dict[int, list[dict]]:
+    """step -> samples rows of a run folder's dump files (:func:`rlvr.eval.run_folders.step_files`)."""
+    return {step: [row for f in files for row in iter_imported(f, fmt, columns, task, rule, reverify)]
+            for step, files in step_files(folder).items()}
+
+
+def iter_any(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
+             rule: Rule = None, reverify: bool = False, quiet: bool = True) -> Iterator[dict]:
+    """:func:`iter_imported` of a file, or of every dump file of a run folder, steps in order."""
+    if not Path(path).is_dir():
+        yield from iter_imported(path, fmt, columns, task, rule, reverify, quiet)
+        return
+    for files in step_files(path).values():
+        for f in files:
+            yield from iter_imported(f, fmt, columns, task, rule, reverify, quiet)
+
+
+def iter_imported(path: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
+                  rule: Rule = None, reverify: bool = False, quiet: bool = True) -> Iterator[dict]:
+    """The validated samples rows of a file in any supported format (module docstring), one at a time:
+    the file is read once (twice under the rule ``max``, whose largest score is found first), so memory
+    is bounded by a row (a parquet batch; a ``.json`` document is parsed whole). Progress on stderr
+    unless ``quiet``. A file's errors (a bad row, partial scores without a rule) raise when met; the
+    partial-scores error after the last row. A file that is not text (nor parquet) is a UserError naming it."""
     try:
-        return _load_file(path, fmt, columns, task, rule, reverify)
+        yield from _iter_file(path, fmt, columns, task, rule, reverify, quiet)
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a samples file: JSONL, "
                         "CSV or parquet") from None
 
 
-def _load_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule: Rule,
-               reverify: bool) -> list[dict]:
+def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule: Rule, reverify: bool,
+               quiet: bool) -> Iterator[dict]:
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     if reverify and task is None:
         raise UserError("--reverify re-scores completions with a task's verifier; pass --task NAME too")
     cols = parse_columns(columns)
     if fmt == "rlvr" or (fmt == "auto" and Path(path).suffix.lower() == ".jsonl" and not cols and _is_rlvr(path)):
-        return load_samples(path)
-    rows = read_table(path)
-    if not rows:
+        yield from iter_samples(path, quiet)
+        return
+    records = iter_table(path, quiet)
+    first = next(records, None)
+    if first is None:
         raise UserError(f"{path}: no rows")
     if fmt == "auto":
-        fmt = "table" if cols and not _known(rows) else detect(rows, path)
+        fmt = "table" if cols and not _known([first]) else detect([first], path)
     if fmt == "rlvr":
-        return load_samples(path)
+        yield from iter_samples(path, quiet)
+        return
+    records = itertools.chain([first], records)
     if fmt == "counts":
-        return counts_to_samples(rows, cols, path)
-    if fmt in FLATTEN:
-        rows = [FLATTEN[fmt](r) for r in rows]
-    mapping = column_map(rows, fmt, cols, task, path)
-    samples = to_samples(rows, mapping, fmt, path, rule, use_file_correctness=not reverify)
+        yield from iter_count_samples(records, cols, path)
+        return
+    flatten = FLATTEN.get(fmt)
+    mapping = column_map([flatten(first) if flatten else first], fmt, cols, task, path)
+    largest = _largest_score(path, mapping, flatten) if rule == "max" and not reverify else None
+    rows = map(flatten, records) if flatten else records
+    samples = _scored(rows, mapping, fmt, path, rule, largest, use_file_correctness=not reverify)
     if task is not None:
-        samples = verify_with_task(samples, task, path, reverify)
+        samples = _verified(samples, task, path, reverify)
     for i, s in enumerate(samples, start=1):
         if s.get("correct") is None:
             raise UserError(f"{path} row {i}: no correctness (empty score); map correct=COL or pass --task NAME")
         validate_row(s, f"{path} row {i}")
-    return samples
+        yield s
 
 
-def load_steps(folder: str | Path, fmt: str = "auto", columns: str | None = None, task: Any = None,
-               rule: Rule = None, reverify: bool = False) -> dict[int, list[dict]]:
-    """step -> samples rows of a run folder's dump files (:func:`rlvr.eval.run_folders.step_files`)."""
-    return {step: [row for f in files for row in load_any(f, fmt, columns, task, rule, reverify)]
-            for step, files in step_files(folder).items()}
+def _scored(rows: Iterable[dict], mapping: dict[str, str], source: str, path: str | Path, rule: Rule,
+            largest: float | None, use_file_correctness: bool = True) -> Iterator[dict]:
+    """Samples rows with ``reward`` (the reward column) and ``correct`` (the correctness column, else the
+    reward column; binary, or under ``rule``: :class:`rlvr.eval.correctness.ScoreRule`); no ``correct``
+    when ``use_file_correctness`` is False (a task re-verifies)."""
+    column = mapping.get("correct", mapping.get("reward")) if use_file_correctness else None
+    judge = ScoreRule(rule, column or "", str(path), largest) if column is not None else None
+    for i, r in enumerate(rows, start=1):
+        s = to_sample(r, mapping, source)
+        if "reward" in mapping:
+            reward = score_of(r.get(mapping["reward"]), mapping["reward"], f"{path} row {i}")
+            if reward is not None:
+                s["reward"] = reward
+        if judge is not None:
+            ok = judge.correct(score_of(r.get(column), column, f"{path} row {i}"))
+            if ok is not None:
+                s["correct"] = ok
+        yield s
+    if judge is not None:
+        judge.finish()
+
+
+def _largest_score(path: str | Path, mapping: dict[str, str], flatten: Any) -> float:
+    """The largest score of the correctness (else reward) column: a first read for the rule ``max``."""
+    column = mapping.get("correct", mapping.get("reward"))
+    if column is None:
+        return 0.0
+    scores = (score_of((flatten(r) if flatten else r).get(column), column, f"{path} row {i}")
+              for i, r in enumerate(iter_table(path), start=1))
+    return max((s for s in scores if s is not None), default=0.0)
+
+
+def _verified(samples: Iterable[dict], task: Any, path: str | Path, reverify: bool,
+              batch: int = 256) -> Iterator[dict]:
+    """:func:`verify_with_task` over ``batch`` rows at a time."""
+    by_prompt = task_problems(task)
+    pending: list[dict] = []
+    for s in samples:
+        pending.append(s)
+        if len(pending) == batch:
+            yield from verify_with_task(pending, task, path, reverify, by_prompt)
+            pending = []
+    if pending:
+        yield from verify_with_task(pending, task, path, reverify, by_prompt)
 
 
 def _known(rows: list[dict]) -> bool:

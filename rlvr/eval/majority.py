@@ -14,49 +14,66 @@ Formula and derivation: docs/methods/evaluation.md (maj@k).
 Computation, for each correct class c and each vote count x >= 1 it can get: the others must get
 at most x votes each, and a class tied at x shares the win. With the class counts of S
 multivariate-hypergeometric, their law is that of independent Binomial(m_j, p) counts conditioned
-on their sum being k (any p in (0, 1)), so
+on their sum being k (p = k / n), so
 
     P(x_c = x, all others <= x, R others tie) = [t^k] prod_j B_j(t) / Binomial(k; n, p),
 
 with B_c = Bin(x; m_c, p) t^x, each other class truncated at x (its t^x term marked by s to count
-ties), the unparsable samples and the classes smaller than x one free Binomial pool. The 1/T share
-is E[1/(1 + R)] = int_0^1 s^R ds, integrated exactly by Gauss-Legendre quadrature in s (the
-polynomial in s has degree <= R_max). Every term is a probability (no binomial coefficient is
-formed), so n in the thousands is safe. Cost: O(x_max * classes * k^2) per problem in the worst case.
+ties), the unparsable samples one free Binomial pool. The 1/T share is E[1/(1+R)] = int_0^1 s^R ds,
+integrated exactly by Gauss-Legendre quadrature in s (the polynomial in s has degree <= R_max).
+Every term is a probability (no binomial coefficient is formed), so n in the thousands is safe.
+
+What keeps it fast without changing its value beyond float rounding (:data:`TAIL`):
+
+- each binomial is kept on its window, outside which its tails below and above each hold at most
+  ``TAIL`` of P(sum = k) (:func:`_binomial`); x runs over c's window only;
+- an x is skipped where Bin(x; m_c, p) * P(every other class <= x), which bounds its term, is below
+  that share (c cannot win there);
+- where Bin(x; m_c, p) * P(some other class >= x), which bounds what the others' truncation and ties
+  change, is below it (c surely leads), the others' sum is one binomial, Binomial(k - x; n - m_c, p),
+  in closed form;
+- the remaining x (classes close enough to tie) are done together: every factor's DFT at the N
+  points of the window of Binomial(n - m_c, p), truncated at each x by a cumulative sum over the
+  entries the x cut, multiplied, and the coefficient of t^(k - x) read off; N exceeds that window, so
+  only weight beyond the tails aliases;
+- an answer-count profile (class sizes with their correctness, unparsable count, ks) is computed once
+  (:func:`_profile_maj_at_k` is cached): problems that share one cost one.
+
+Every dropped term is below ``TAIL`` of the scale, so the value moves by under n * TAIL = 1e-17. The
+binomial terms come from log-factorials (near 6,000 at n = 1024, an ulp of 9e-13), so each carries a
+relative rounding of about 1e-12: maj@k is within about 5e-12 of its exact value at n = 1024, and
+within 2e-12 of the value the whole-range computation of 3640ffe gave (checked on random profiles at
+n = 1024); to 1e-12 of brute-force enumeration and of exact sums over vote counts
+(tests/unit/test_majority.py).
 """
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from rlvr.errors import UserError
 
-NEGLIGIBLE = 1e-17
-"""A vote count x of a correct class whose probability is below this share of P(sum = k) is
-skipped: its term is at most that (maj@k is exact to about 1e-15 with it, checked by brute force)."""
+TAIL = 1e-20
+"""Each binomial's left and right tails beyond its window hold at most this share of P(sum = k), and
+every term dropped is below it: maj@k moves by under n * TAIL."""
 
 
-def _log_binom_pmf(a: np.ndarray, m: int, log_p: float, log_q: float, log_fact: np.ndarray) -> np.ndarray:
-    """log Binomial(a; m, p) for the integer array a (0 <= a <= m)."""
-    return log_fact[m] - log_fact[a] - log_fact[m - a] + a * log_p + (m - a) * log_q
+class Binomial(NamedTuple):
+    """One class's vote count under the embedding (:func:`_binomial`)."""
+
+    lo: int
+    window: np.ndarray  # (hi - lo + 1,) pmf[lo..hi]
+    at_most: np.ndarray  # (m + 1,) P(a <= x)
+    at_least: np.ndarray  # (m + 1,) P(a >= x)
 
 
-def _pmf(m: int, upto: int, log_p: float, log_q: float, log_fact: np.ndarray) -> np.ndarray:
-    """(upto+1,) Binomial(a; m, p) for a = 0..upto (0 beyond m)."""
-    out = np.zeros(upto + 1)
-    a = np.arange(min(m, upto) + 1)
-    out[: a.size] = np.exp(_log_binom_pmf(a, m, log_p, log_q, log_fact))
-    return out
-
-
-def _at_roots(coef: np.ndarray, size: int) -> np.ndarray:
-    """(size,) the polynomial with coefficients ``coef`` at the roots exp(-2 pi i j / size): its
-    coefficients folded modulo ``size`` (a degree >= size wraps round), then one FFT."""
-    if coef.size > size:
-        coef = np.bincount(np.arange(coef.size) % size, weights=coef, minlength=size)
-    return np.fft.fft(coef, size)
+_BATCH = 1 << 21
+"""Complex entries of one product array (quadrature nodes x vote counts x DFT points): 32 MiB."""
 
 
 def maj_at_k(sizes: Sequence[int], correct: Sequence[bool], unparsable: int, ks: Sequence[int]) -> np.ndarray:
@@ -71,9 +88,45 @@ def maj_at_k(sizes: Sequence[int], correct: Sequence[bool], unparsable: int, ks:
     n = sum(sizes) + int(unparsable)
     if any(not 1 <= k <= n for k in ks):
         raise UserError(f"maj@k needs 1 <= k <= n = {n}, got ks {list(ks)}; ask for k <= n")
+    profile = tuple(sorted(zip(sizes, (bool(c) for c in correct))))
+    return np.array(_profile_maj_at_k(profile, int(unparsable), tuple(int(k) for k in ks)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _profile_maj_at_k(profile: tuple[tuple[int, bool], ...], unparsable: int, ks: tuple[int, ...]) -> tuple:
+    """maj@k for each k of one answer-count profile ((size, correct) per class, sorted)."""
+    sizes = [m for m, _ in profile]
+    correct = [ok for _, ok in profile]
+    n = sum(sizes) + unparsable
     log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1)))])
-    return np.array([_maj_one_k(sizes, [bool(c) for c in correct], int(unparsable), int(k), n, log_fact)
-                     for k in ks])
+    return tuple(_maj_one_k(sizes, correct, unparsable, k, n, log_fact) for k in ks)
+
+
+def _log_binom_pmf(a: np.ndarray, m: int, log_p: float, log_q: float, log_fact: np.ndarray) -> np.ndarray:
+    """log Binomial(a; m, p) for the integer array a (0 <= a <= m)."""
+    return log_fact[m] - log_fact[a] - log_fact[m - a] + a * log_p + (m - a) * log_q
+
+
+def _binomial(m: int, log_p: float, log_q: float, log_fact: np.ndarray, cut: float) -> Binomial:
+    """Binomial(m, p): its window (lo, pmf[lo..hi], the shortest run of a whose tails below lo and above
+    hi each sum to at most ``cut``), P(a <= x) and P(a >= x) for x = 0..m."""
+    pmf = np.exp(_log_binom_pmf(np.arange(m + 1), m, log_p, log_q, log_fact))
+    at_most = np.cumsum(pmf)
+    at_least = np.cumsum(pmf[::-1])[::-1]
+    lo = int(np.searchsorted(at_most, cut, side="right"))  # at_most[lo - 1] <= cut: a < lo dropped
+    above = np.nonzero(at_least > cut)[0]
+    hi = int(above[-1]) if above.size else m
+    lo = min(lo, hi)
+    return Binomial(lo, pmf[lo: hi + 1], at_most, at_least)
+
+
+@functools.lru_cache(maxsize=64)
+def _gauss_legendre_01(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(count,) Gauss-Legendre nodes and weights on [0, 1] (read-only: computed once per count)."""
+    nodes, weights = np.polynomial.legendre.leggauss(count)
+    s, w = (nodes + 1) / 2, weights / 2
+    s.flags.writeable = w.flags.writeable = False
+    return s, w
 
 
 def _maj_one_k(sizes: list[int], correct: list[bool], unparsable: int, k: int, n: int,
@@ -87,32 +140,87 @@ def _maj_one_k(sizes: list[int], correct: list[bool], unparsable: int, k: int, n
     p = k / n
     log_p, log_q = float(np.log(p)), float(np.log1p(-p))
     norm = float(np.exp(_log_binom_pmf(np.array(k), n, log_p, log_q, log_fact)))  # P(sum of counts = k)
-    pmfs = {m: _pmf(m, m, log_p, log_q, log_fact) for m in set(sizes)}
+    cut = TAIL * norm
+    laws = {m: _binomial(m, log_p, log_q, log_fact, cut) for m in set(sizes) | {unparsable}}
     total = 0.0
     for c in (j for j, ok in enumerate(correct) if ok):
-        others = [m for j, m in enumerate(sizes) if j != c]
-        counts = {m: others.count(m) for m in set(others)}
-        votes_c = pmfs[sizes[c]]  # P(x_c = x) under the embedding
-        for x in range(1, min(sizes[c], k) + 1):
-            if votes_c[x] < NEGLIGIBLE * norm:  # its whole term is below 1e-17 of maj@k's scale
-                continue
-            rest = k - x
-            bounded = {m: q for m, q in counts.items() if m >= x}  # can reach x: truncated, ties marked
-            if any(float(pmfs[m][: x + 1].sum()) < NEGLIGIBLE * norm for m in bounded):
-                continue  # some class almost surely passes x: c cannot win
-            free = unparsable + sum(m * q for m, q in counts.items() if m < x)  # never reach x: one free pool
-            r_max = min(sum(bounded.values()), rest // x)
-            nodes, weights = np.polynomial.legendre.leggauss(r_max // 2 + 1)
-            s, w = (nodes + 1) / 2, weights / 2  # Gauss-Legendre on [0, 1]: exact to degree 2*len-1
-            # [t^rest] of free(t) * prod_m (P_m(t) + s T_m(t))^q_m, evaluated at N roots of unity: the
-            # product has degree <= n, so N > max(rest, n - rest) aliases no other degree onto rest
-            size = max(rest, n - rest) + 1
-            roots = np.exp(-2j * np.pi * np.arange(size) / size)  # (N,)
-            product = np.tile(_at_roots(_pmf(free, free, log_p, log_q, log_fact), size), (s.size, 1))  # (Q, N)
-            for m, q in bounded.items():
-                below = _at_roots(pmfs[m][:x], size)  # P_m: a < x votes
-                tie = pmfs[m][x] * roots ** x  # T_m: exactly x votes, tied with c
-                product *= (below[None, :] + s[:, None] * tie[None, :]) ** q
-            share = float(w @ (product @ np.conj(roots ** rest)).real) / size  # E[1/(1+R); others <= x]
-            total += float(votes_c[x]) * share
+        others = Counter(sizes[:c] + sizes[c + 1:])
+        lo_c, votes_c = laws[sizes[c]].lo, laws[sizes[c]].window
+        xs = np.arange(max(lo_c, 1), min(lo_c + votes_c.size - 1, k) + 1)  # (X,) c's votes beyond its tails
+        votes = votes_c[xs - lo_c]
+        # P(every other <= x) bounds c's share at x; P(some other >= x) bounds what the others' truncation
+        # and ties take from the unconstrained Binomial(k - x; n - m_c, p): terms below cut are dropped
+        stay_below = np.ones(xs.size)
+        reach = np.zeros(xs.size)
+        for m, q in others.items():
+            stay_below *= laws[m].at_most[np.minimum(xs, m)] ** q
+            reach += q * np.where(xs <= m, laws[m].at_least[np.minimum(xs, m)], 0.0)
+        wins = votes * stay_below >= cut
+        leads = wins & (votes * reach < cut)  # c surely leads: the others' sum is one binomial
+        if leads.any():
+            pool = n - sizes[c]
+            rest = k - xs[leads]
+            inside = rest <= pool
+            closed = np.zeros(rest.size)
+            closed[inside] = np.exp(_log_binom_pmf(rest[inside], pool, log_p, log_q, log_fact))
+            total += float(votes[leads] @ closed)
+        close = wins & ~leads
+        if close.any():
+            shares = _close_shares(xs[close], k, n - sizes[c], others, unparsable, laws, log_p, log_q, log_fact, cut)
+            total += float(votes[close] @ shares)
     return min(1.0, max(0.0, total / norm))
+
+
+def _close_shares(xs: np.ndarray, k: int, pool: int, others: Counter, unparsable: int,
+                  laws: dict[int, Binomial], log_p: float, log_q: float,
+                  log_fact: np.ndarray, cut: float) -> np.ndarray:
+    """(X,) for each vote count x of a correct class: E[1/(1+R); every other class <= x, the others'
+    and the unparsable votes summing to k - x] (R: the others tied at x), by DFT over the window of
+    Binomial(pool, p), pool = n - m_c."""
+    pool_law = _binomial(pool, log_p, log_q, log_fact, cut)
+    lo_pool, size = pool_law.lo, pool_law.window.size  # N > the window: only weight beyond the tails aliases
+    f = np.arange(size)
+    roots = np.exp(-2j * np.pi * np.arange(size) / size)  # (N,) roots[j] = w^j
+
+    def dft(pmf: np.ndarray, start: int = 0) -> np.ndarray:
+        """(A, N) pmf[a] w^((start + a) f): the DFT terms of entries start.. of a window, one row each."""
+        return pmf[:, None] * roots[((start + np.arange(pmf.size))[:, None] * f[None, :]) % size]
+
+    def dft_sum(pmf: np.ndarray) -> np.ndarray:
+        """(N,) the DFT of a window's entries (degrees >= N folded onto their residue)."""
+        if pmf.size > size:
+            pmf = np.bincount(np.arange(pmf.size) % size, weights=pmf, minlength=size)
+        return np.fft.fft(pmf, size)
+
+    lo_u, pmf_u = laws[unparsable].lo, laws[unparsable].window
+    free = dft_sum(pmf_u)  # (N,)
+    offset = lo_u + sum(laws[m].lo * q for m, q in others.items())
+    rest = k - xs
+    shares = np.zeros(xs.size)
+    inside = (rest >= lo_pool) & (rest < lo_pool + size)  # elsewhere the joint weight is below the tails
+    xs, idx = xs[inside], np.nonzero(inside)[0]
+    if not xs.size:
+        return shares
+    r_max = int(min(sum(q for m, q in others.items() if m >= xs[0]), (k - xs[0]) // xs[0]))
+    s, w = _gauss_legendre_01(r_max // 2 + 1)  # exact to degree 2*len-1
+    chunk = max(1, _BATCH // (s.size * size))
+    for start in range(0, xs.size, chunk):
+        part = xs[start: start + chunk]  # (X,) vote counts, ascending
+        product = np.broadcast_to(free, (s.size, part.size, size)).copy()  # (Q, X, N)
+        for m, q in others.items():
+            lo, pmf = laws[m].lo, laws[m].window
+            first, last = (int(np.clip(x - lo, 0, pmf.size)) for x in (part[0], part[-1] + 1))
+            middle = dft(pmf[first:last], first)  # (M, N): the entries a truncation at x in part can cut
+            upto = np.vstack([np.zeros((1, size), complex), np.cumsum(middle, axis=0)])  # (M+1, N): a < j
+            below = dft_sum(pmf[:first])[None] + upto[np.clip(part - lo, first, last) - first]  # (X, N): a < x
+            tie = np.zeros((part.size, size), complex)  # (X, N): a = x
+            at = part - lo - first
+            held = (at >= 0) & (at < last - first)
+            tie[held] = middle[at[held]]
+            factor = below[None] + s[:, None, None] * tie[None]
+            product *= factor if q == 1 else factor ** q
+        degree = (k - part - offset) % size  # where t^(k - x) sits among the shifted degrees
+        phase = np.conj(roots[(degree[:, None] * f[None, :]) % size])  # (X, N)
+        coef = np.einsum("qxn,xn->qx", product, phase).real / size  # (Q, X)
+        shares[idx[start: start + chunk]] = w @ coef
+    return shares

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.log import ReadProgress
 from rlvr.paths import atomic_write
 
 # field -> (allowed python types, may be null, human description)
@@ -45,22 +46,66 @@ _NUMERIC = {"reward", "mean_logp", "mean_entropy"}
 _COUNTS = {"num_tokens", "turns", "tool_calls", "failed_calls", "env_tokens"}
 
 
-def _field_error(row: Mapping[str, Any], key: str, where: str) -> str | None:
+def _field_error(row: Mapping[str, Any], key: str) -> str | None:
     """The problem with ``row[key]`` as a sentence, or None when it is fine."""
     types, nullable, desc = _FIELDS[key]
     value = row[key]
     if value is None:
-        return None if nullable else f"{where}: field '{key}' is null; it must be {desc}"
+        return None if nullable else f"field '{key}' is null; it must be {desc}"
     # bool is a subclass of int: only 'correct' may be a bool
     wrong = isinstance(value, bool) and bool not in types
     if wrong or not isinstance(value, types):
-        return f"{where}: field '{key}' must be {desc}, got {type(value).__name__} {value!r:.40}"
+        return f"field '{key}' must be {desc}, got {type(value).__name__} {value!r:.40}"
     if key in _NUMERIC and not math.isfinite(value):
-        return f"{where}: field '{key}' must be a finite number, got {value!r}"
+        return f"field '{key}' must be a finite number, got {value!r}"
     if key in _COUNTS and value < 0:
-        return f"{where}: field '{key}' must be a non-negative integer, got {value}"
+        return f"field '{key}' must be a non-negative integer, got {value}"
     if key == "env_spans" and not all(_is_span(span) for span in value):
-        return f"{where}: field '{key}' must be {desc} (0 <= start <= end), got {value!r:.60}"
+        return f"field '{key}' must be {desc} (0 <= start <= end), got {value!r:.60}"
+    return None
+
+
+_NONE = type(None)
+_QUICK = {key: frozenset(({int, float} if float in types else set(types)) | ({_NONE} if nullable else set()))
+          for key, (types, nullable, _) in _FIELDS.items()}
+"""field -> the exact types of a valid value in a row json.loads made (so a bool is never a number)."""
+_INF = float("inf")
+
+
+def _plainly_valid(row: dict) -> bool:
+    """True for a row that :func:`row_problem` surely accepts, by exact types (the common case, checked
+    fast); False means only that the full check must decide."""
+    if "problem_id" not in row or (row.get("correct") is None and row.get("reward") is None):
+        return False
+    for key, value in row.items():
+        types = _QUICK.get(key)
+        if types is None:
+            continue
+        kind = type(value)
+        if kind not in types or (kind is float and not -_INF < value < _INF):  # NaN fails both comparisons
+            return False
+        if kind is int and key in _COUNTS and value < 0:
+            return False
+        if kind is list and not all(_is_span(span) for span in value):  # env_spans
+            return False
+    return True
+
+
+def row_problem(row: Any) -> str | None:
+    """What is wrong with a samples row, as a sentence ending in the fix; None when it is valid."""
+    if type(row) is dict and _plainly_valid(row):
+        return None
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got {type(row).__name__}; write one object per line"
+    if "problem_id" not in row:
+        return "missing field 'problem_id'; every sample needs the id of its problem"
+    if row.get("correct") is None and row.get("reward") is None:
+        return "missing field 'correct' (or 'reward'); say whether the sample is correct"
+    for key in _FIELDS:
+        if key in row:
+            problem = _field_error(row, key)
+            if problem:
+                return f"{problem}; fix that line"
     return None
 
 
@@ -72,19 +117,9 @@ def _is_span(span: Any) -> bool:
 
 def validate_row(row: Any, where: str) -> None:
     """Raise UserError naming ``where`` (e.g. 'samples.jsonl line 3') and the bad field."""
-    if not isinstance(row, dict):
-        raise UserError(
-            f"{where}: expected a JSON object, got {type(row).__name__}; write one object per line"
-        )
-    if "problem_id" not in row:
-        raise UserError(f"{where}: missing field 'problem_id'; every sample needs the id of its problem")
-    if row.get("correct") is None and row.get("reward") is None:
-        raise UserError(f"{where}: missing field 'correct' (or 'reward'); say whether the sample is correct")
-    for key in _FIELDS:
-        if key in row:
-            problem = _field_error(row, key, where)
-            if problem:
-                raise UserError(f"{problem}; fix that line")
+    problem = row_problem(row)
+    if problem:
+        raise UserError(f"{where}: {problem}")
 
 
 def is_correct(row: Mapping[str, Any]) -> bool:
@@ -94,28 +129,39 @@ def is_correct(row: Mapping[str, Any]) -> bool:
     return float(row["reward"]) > 0
 
 
-def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read and validate a samples JSONL file; blank lines are skipped."""
+def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[dict[str, Any]]:
+    """The validated rows of a samples JSONL file, one at a time (blank lines skipped; memory: one
+    line); progress on stderr unless ``quiet`` (:class:`rlvr.log.ReadProgress`). An empty file is an error."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"samples file {p} does not exist; pass the path of a samples.jsonl")
-    rows: list[dict[str, Any]] = []
+    progress = ReadProgress(p.name, p.stat().st_size, quiet)
+    rows = 0
     with p.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
-            if not line.strip():
+            if not lineno & 4095:
+                progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
+            if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
                 continue
-            where = f"{p} line {lineno}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise UserError(
-                    f"{where}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
+                    f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
                 ) from None
-            validate_row(row, where)
-            rows.append(row)
+            problem = row_problem(row)
+            if problem:
+                raise UserError(f"{p} line {lineno}: {problem}")
+            rows += 1
+            yield row
+    progress.close()
     if not rows:
         raise UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
-    return rows
+
+
+def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read and validate a samples JSONL file (:func:`iter_samples`) into a list of rows."""
+    return list(iter_samples(path))
 
 
 def write_samples(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> Path:

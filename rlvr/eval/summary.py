@@ -1,33 +1,34 @@
 """The ``eval.json`` blocks: ``summarize`` (one model) and ``compare`` (base vs trained).
 
-Both take validated sample rows (see :mod:`rlvr.eval.samples`) and return plain
-JSON-ready dicts (floats, ints, str keys, lists, None), so a block written with
-``json.dump`` and read back compares equal to a fresh computation.
+Both are computed from per-problem tallies (:mod:`rlvr.eval.tally`: a file of any size read once),
+``summarize`` / ``compare`` tallying validated sample rows (see :mod:`rlvr.eval.samples`) first and
+``summarize_tallies`` / ``compare_tallies`` taking tallies made while reading. They return plain
+JSON-ready dicts (floats, ints, str keys, lists, None), so a block written with ``json.dump`` and
+read back compares equal to a fresh computation.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.eval.entropy import answer_entropy, token_entropy
+from rlvr.eval.entropy import NONE_CATEGORY, entropy_of_counts
 from rlvr.eval.majority import maj_at_k
 from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_difference_ci, pass_at_k_matrix
-from rlvr.eval.samples import group_by_problem, is_correct
+from rlvr.eval.samples import normalise_whitespace
 from rlvr.eval.support import (
     accuracy_histogram,
     crossover_k,
     crossover_text,
-    distinct_correct,
-    support_categories,
+    support_categories_of_counts,
     support_counts,
     support_rates,
 )
+from rlvr.eval.tally import ExactSum, ProblemTally, Tallies, ToolTally, restrict, tally_rows
 from rlvr.rewards.intrinsic import answer_clusters, majority_vote_reward
 
 Row = Mapping[str, Any]
@@ -49,38 +50,38 @@ def _check_ks(ks: Sequence[int] | None, n: int) -> list[int]:
     return ks
 
 
-def _diversity(groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
-    """Mean over problems of distinct correct answers and distinct correct traces."""
-    answers, traces = [], []
-    for rows in groups.values():
-        ok = [is_correct(r) for r in rows]
-        if any("answer" in r for r in rows):
-            answers.append(distinct_correct([r.get("answer") for r in rows], ok))
-        if any("completion" in r for r in rows):
-            traces.append(distinct_correct([r.get("completion") for r in rows], ok))
+def _has_answers(tallies: Tallies) -> bool:
+    return any(t.has_answer for t in tallies.values())
+
+
+def _diversity(tallies: Tallies) -> dict[str, float | None]:
+    """Mean over problems of distinct correct answers and distinct correct traces (whitespace-normalised)."""
+    answers = [len({normalise_whitespace(a) for a, (_, ok) in t.answers.items() if ok and a is not None})
+               for t in tallies.values() if t.has_answer]
+    traces = [len(t.correct_traces) for t in tallies.values() if t.has_completion]
     return {"distinct_correct_answers": _mean(answers), "distinct_correct_traces": _mean(traces)}
 
 
-def _maj_at_k(groups: Mapping[str, Sequence[Row]], ks: Sequence[int], equal: Equal | None = None,
-              ) -> dict[str, float] | None:
+def _maj_at_k(tallies: Tallies, ks: Sequence[int], equal: Equal | None = None) -> dict[str, float] | None:
     """Unbiased maj@k for each k (mean over problems; :func:`rlvr.eval.majority.maj_at_k`): the
     expected accuracy of a majority vote over k of a problem's samples, ties shared. An answer class
     (answers pooled by ``equal``) is correct when one of its samples is. None without answers."""
-    if not any("answer" in r for g in groups.values() for r in g):
+    if not _has_answers(tallies):
         return None
     total = np.zeros(len(ks))
-    for rows in groups.values():
-        labels, reps, _ = answer_clusters([r.get("answer") for r in rows], equal)
+    for tally in tallies.values():
+        distinct = [a for a in tally.answers if a is not None]  # in order of first appearance
+        labels, reps, _ = answer_clusters(distinct, equal)
         sizes, correct = [0] * len(reps), [False] * len(reps)
-        for c, r in zip(labels, rows):
-            if c is not None:
-                sizes[c] += 1
-                correct[c] = correct[c] or is_correct(r)
-        total += maj_at_k(sizes, correct, labels.count(None), ks)
-    return {str(k): float(v) for k, v in zip(ks, total / len(groups))}
+        for c, answer in zip(labels, distinct):
+            count, ok = tally.answers[answer]
+            sizes[c] += count
+            correct[c] = correct[c] or ok
+        total += maj_at_k(sizes, correct, tally.answers.get(None, [0])[0], ks)
+    return {str(k): float(v) for k, v in zip(ks, total / len(tallies))}
 
 
-def _majority(groups: Mapping[str, Sequence[Row]], equal: Equal | None = None) -> dict[str, float | None]:
+def _majority(tallies: Tallies, equal: Equal | None = None) -> dict[str, float | None]:
     """maj@n and the parsable share (None when rows carry no answers).
 
     maj@n: per problem, the most frequent parsable answer of its samples wins the vote (answers
@@ -88,64 +89,98 @@ def _majority(groups: Mapping[str, Sequence[Row]], equal: Equal | None = None) -
     as in training's majority-vote reward); the problem counts as solved when a correct sample
     gave that answer. A problem with no parsable answer counts as unsolved.
     parsable: the share of samples with an answer (not None)."""
-    if not any("answer" in r for g in groups.values() for r in g):
+    if not _has_answers(tallies):
         return {"majority_accuracy": None, "parsable": None}
-
     solved, parsed, total = [], 0, 0
-    for rows in groups.values():
-        answers = [r.get("answer") for r in rows]
-        # 1.0 where a sample's answer is equivalent to the majority answer
-        agrees = majority_vote_reward([answers], equal=equal)[0][0].tolist()
-        solved.append(float(any(a == 1.0 and is_correct(r) for a, r in zip(agrees, rows))))
-        parsed += sum(a is not None for a in answers)
-        total += len(rows)
+    for tally in tallies.values():
+        group = tally.answer_list()
+        # 1.0 where a sample's answer is equivalent to the majority answer (the same for equal answers)
+        agrees = dict(zip(group, majority_vote_reward([group], equal=equal)[0][0].tolist()))
+        solved.append(float(any(agrees[a] == 1.0 and ok for a, (_, ok) in tally.answers.items() if a is not None)))
+        parsed += tally.n - tally.answers.get(None, [0])[0]
+        total += tally.n
     return {"majority_accuracy": _mean(solved), "parsable": parsed / total}
 
 
-def _entropies(rows: Sequence[Row], groups: Mapping[str, Sequence[Row]]) -> dict[str, float | None]:
-    with_h = [r for r in rows if r.get("mean_entropy") is not None and r.get("num_tokens") is not None]
-    tok = token_entropy([r["mean_entropy"] for r in with_h], [r["num_tokens"] for r in with_h])
-    has_answers = any("answer" in r for r in rows)
-    ans = (
-        answer_entropy({p: [r.get("answer") for r in g] for p, g in groups.items()}) if has_answers else None
-    )
-    return {"token_entropy": tok, "answer_entropy": ans}
+def _answer_entropy_of(tally: ProblemTally) -> float:
+    """Entropy (nats) of one problem's whitespace-normalised answers, no answer one more category
+    (:func:`rlvr.eval.entropy.answer_entropy_of`), the counts in order of first appearance."""
+    counts: dict[str, int] = {}
+    for answer, (count, _) in tally.answers.items():
+        key = NONE_CATEGORY if answer is None else normalise_whitespace(answer)
+        counts[key] = counts.get(key, 0) + count
+    return entropy_of_counts(counts.values())
 
 
-def _row_stats(rows: Sequence[Row]) -> dict[str, Any]:
-    rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
-    lengths = [r["num_tokens"] for r in rows if r.get("num_tokens") is not None]
-    reasons = Counter(r["finish_reason"] for r in rows if r.get("finish_reason") is not None)
+def _entropies(tallies: Tallies) -> dict[str, float | None]:
+    """Token entropy: the token-weighted mean of the samples' mean entropies; answer entropy: the
+    mean over problems of :func:`_answer_entropy_of` (None without answers)."""
+    weighted, tokens = ExactSum(), 0
+    for tally in tallies.values():
+        weighted.merge(tally.entropy_sum)
+        tokens += tally.entropy_tokens
+    answers = [_answer_entropy_of(t) for t in tallies.values()] if _has_answers(tallies) else []
+    return {"token_entropy": weighted.value() / tokens if tokens > 0 else None, "answer_entropy": _mean(answers)}
+
+
+def _row_stats(tallies: Tallies) -> dict[str, Any]:
+    rewards, reward_count, length_sum, length_count = ExactSum(), 0, 0, 0
+    reasons: dict[str, int] = {}
+    for tally in tallies.values():
+        rewards.merge(tally.reward_sum)
+        reward_count += tally.rewards
+        length_sum += tally.length_sum
+        length_count += tally.lengths
+        for reason, count in tally.finish_reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + count
     return {
-        "mean_reward": _mean(rewards),
-        "mean_num_tokens": _mean(lengths),
+        "mean_reward": rewards.value() / reward_count if reward_count else None,
+        "mean_num_tokens": float(length_sum) / length_count if length_count else None,
         "finish_reasons": dict(sorted(reasons.items())),
     }
 
 
 def tool_call_stats(rows: Sequence[Row]) -> dict[str, Any]:
-    """A tool task's episode statistics (``{}`` when no row has ``tool_calls``): policy turns and tool
-    calls per episode, the share of calls that failed, the share of episodes with a call, and the accuracy of the
-    episodes with and without a call (None when there are none of them)."""
-    episodes = [r for r in rows if r.get("tool_calls") is not None]
+    """A tool task's episode statistics (``{}`` when no row has ``tool_calls``): policy turns and tool calls per
+    episode, the share of calls that failed, the share of episodes with a call, and the accuracy of the
+    episodes with and without a call (None when there are none of them); :func:`tool_stats_of_tallies`
+    of the rows' tallies."""
+    return tool_stats_of_tallies(tally_rows(rows))
+
+
+def tool_stats_of_tallies(tallies: Tallies) -> dict[str, Any]:
+    """:func:`tool_call_stats` from per-problem tallies (:class:`rlvr.eval.tally.ToolTally`: integer
+    counts, so the numbers equal those computed from the rows)."""
+    pooled = ToolTally()
+    for tally in tallies.values():
+        if tally.tools is not None:
+            pooled.merge(tally.tools)
+    episodes = pooled.episodes
     if not episodes:
         return {}
-    calls = sum(r["tool_calls"] for r in episodes)
-    with_call = [is_correct(r) for r in episodes if r["tool_calls"]]
-    without = [is_correct(r) for r in episodes if not r["tool_calls"]]
+    without = episodes - pooled.with_call
     return {"tool_calls": {
-        "turns_per_episode": _mean([r["turns"] for r in episodes if r.get("turns") is not None]),
-        "calls_per_episode": calls / len(episodes),
-        "failed_call_share": sum(r.get("failed_calls") or 0 for r in episodes) / calls if calls else None,
-        "episodes_with_call": len(with_call) / len(episodes),
-        "accuracy_with_call": _mean(with_call),
-        "accuracy_without_call": _mean(without),
-        "env_tokens_per_episode": _mean([r.get("env_tokens") or 0 for r in episodes]),
+        "turns_per_episode": pooled.turns / pooled.turn_episodes if pooled.turn_episodes else None,
+        "calls_per_episode": pooled.calls / episodes,
+        "failed_call_share": pooled.failed / pooled.calls if pooled.calls else None,
+        "episodes_with_call": pooled.with_call / episodes,
+        "accuracy_with_call": pooled.correct_with_call / pooled.with_call if pooled.with_call else None,
+        "accuracy_without_call": pooled.correct_without_call / without if without else None,
+        "env_tokens_per_episode": float(pooled.env_tokens) / episodes,
     }}
 
 
 def summarize(
     rows: Sequence[Row], ks: Sequence[int] | None = None, seed: int = 0, equal: Equal | None = None
+) -> dict[str, Any]:
+    """The eval.json block of one model from its validated sample rows (:func:`summarize_tallies`)."""
+    if not rows:
+        raise UserError("no samples to evaluate; pass a non-empty samples file")
+    return summarize_tallies(tally_rows(rows), ks, seed, equal)
+
+
+def summarize_tallies(
+    tallies: Tallies, ks: Sequence[int] | None = None, seed: int = 0, equal: Equal | None = None
 ) -> dict[str, Any]:
     """The eval.json block of one model.
 
@@ -156,11 +191,10 @@ def summarize(
     ``equal(a, b)``: the task's answer equivalence for the majority vote (maj@n), e.g.
     :func:`rlvr.tasks.base.task_equivalence`; None compares stripped strings.
     """
-    if not rows:
+    if not tallies:
         raise UserError("no samples to evaluate; pass a non-empty samples file")
-    groups = group_by_problem(rows)
-    n_per = [len(g) for g in groups.values()]
-    c_per = [sum(is_correct(r) for r in g) for g in groups.values()]
+    n_per = [t.n for t in tallies.values()]
+    c_per = [t.correct for t in tallies.values()]
     n = min(n_per)
     ks = _check_ks(ks, n)
     per_problem = pass_at_k_matrix(n_per, c_per, ks)  # (P, K)
@@ -170,18 +204,18 @@ def summarize(
         notes.append(f"problems have {n}..{max(n_per)} samples; n is the smallest and pass@k uses k <= {n}")
     return {
         "n": n,
-        "problems": len(groups),
-        "samples": len(rows),
+        "problems": len(tallies),
+        "samples": sum(n_per),
         "samples_per_problem": {"min": n, "max": max(n_per)},
         "pass_at_k": {str(k): float(v) for k, v in zip(ks, per_problem.mean(axis=0))},
         "pass_at_k_ci": {str(k): [float(a), float(b)] for k, a, b in zip(ks, lo, hi)},
-        **_entropies(rows, groups),
-        **_row_stats(rows),
+        **_entropies(tallies),
+        **_row_stats(tallies),
         "accuracy_histogram": accuracy_histogram(n_per, c_per),
-        **_diversity(groups),
-        **_majority(groups, equal),
-        "maj_at_k": _maj_at_k(groups, ks, equal),
-        **tool_call_stats(rows),
+        **_diversity(tallies),
+        **_majority(tallies, equal),
+        "maj_at_k": _maj_at_k(tallies, ks, equal),
+        **tool_stats_of_tallies(tallies),
         "notes": notes,
     }
 
@@ -190,10 +224,14 @@ def support_block(
     base_rows: Sequence[Row], trained_rows: Sequence[Row], k: int | None = None
 ) -> dict[str, Any]:
     """Support categories, counts and rates of the problems present in both row sets."""
-    base = {p: [is_correct(r) for r in g] for p, g in group_by_problem(base_rows).items()}
-    trained = {p: [is_correct(r) for r in g] for p, g in group_by_problem(trained_rows).items()}
-    categories = support_categories(base, trained, k)
-    used = [min(len(base[p]), len(trained[p]), k or len(base[p])) for p in categories]
+    return support_of_tallies(tally_rows(base_rows), tally_rows(trained_rows), k)
+
+
+def support_of_tallies(base: Tallies, trained: Tallies, k: int | None = None) -> dict[str, Any]:
+    """:func:`support_block` from tallies: each side's samples and its first correct one per problem."""
+    categories = support_categories_of_counts({p: (t.n, t.first_correct) for p, t in base.items()},
+                                              {p: (t.n, t.first_correct) for p, t in trained.items()}, k)
+    used = [min(base[p].n, trained[p].n, k or base[p].n) for p in categories]
     counts = support_counts(categories)
     return {
         "n": min(used) if used else None,
@@ -204,24 +242,31 @@ def support_block(
     }
 
 
-def _paired_pass_at_k(
-    base_rows: Sequence[Row], trained_rows: Sequence[Row], ks: Sequence[int]
-) -> tuple[np.ndarray, np.ndarray]:
+def _paired_pass_at_k(base: Tallies, trained: Tallies, ks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Per-problem pass@k (P, K) of both models over their common problems, rows aligned (base order)."""
-    base_g, trained_g = group_by_problem(base_rows), group_by_problem(trained_rows)
-    ids = [p for p in base_g if p in trained_g]
+    ids = [p for p in base if p in trained]
 
-    def matrix(groups: Mapping[str, Sequence[Row]]) -> np.ndarray:
-        n = [len(groups[p]) for p in ids]
-        c = [sum(is_correct(r) for r in groups[p]) for p in ids]
-        return pass_at_k_matrix(n, c, ks)
+    def matrix(tallies: Tallies) -> np.ndarray:
+        return pass_at_k_matrix([tallies[p].n for p in ids], [tallies[p].correct for p in ids], ks)
 
-    return matrix(base_g), matrix(trained_g)
+    return matrix(base), matrix(trained)
 
 
 def compare(
     base_rows: Sequence[Row],
     trained_rows: Sequence[Row],
+    ks: Sequence[int] | None = None,
+    perplexity_under_base: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    equal: Equal | None = None,
+) -> dict[str, Any]:
+    """The eval.json pair block from both models' validated sample rows (:func:`compare_tallies`)."""
+    return compare_tallies(tally_rows(base_rows), tally_rows(trained_rows), ks, perplexity_under_base, seed, equal)
+
+
+def compare_tallies(
+    base_all: Tallies,
+    trained_all: Tallies,
     ks: Sequence[int] | None = None,
     perplexity_under_base: Mapping[str, Any] | None = None,
     seed: int = 0,
@@ -237,27 +282,24 @@ def compare(
     qualifies; ``crossover`` holds it with ``k_max``, the ``text`` to print ("k=4" or "none up
     to k=16") and that interval per k (``base_minus_trained_ci``). ``equal``: see :func:`summarize`.
     """
-    base_ids = set(group_by_problem(base_rows))
-    trained_ids = set(group_by_problem(trained_rows))
-    common = base_ids & trained_ids
+    common = set(base_all) & set(trained_all)
     if not common:
         raise UserError(
             "no problem_id appears in both the base and the trained samples; evaluate the same problems"
         )
-    base_kept = [r for r in base_rows if r["problem_id"] in common]
-    trained_kept = [r for r in trained_rows if r["problem_id"] in common]
-    n_base = min(Counter(r["problem_id"] for r in base_kept).values())
-    n_trained = min(Counter(r["problem_id"] for r in trained_kept).values())
+    base_kept, trained_kept = restrict(base_all, common), restrict(trained_all, common)
+    n_base = min(t.n for t in base_kept.values())
+    n_trained = min(t.n for t in trained_kept.values())
     ks = _check_ks(ks, min(n_base, n_trained))
-    base = summarize(base_kept, ks, seed, equal)
-    trained = summarize(trained_kept, ks, seed, equal)
+    base = summarize_tallies(base_kept, ks, seed, equal)
+    trained = summarize_tallies(trained_kept, ks, seed, equal)
     base_P_K, trained_P_K = _paired_pass_at_k(base_kept, trained_kept, ks)
     cross = crossover_k(ks, base_P_K, trained_P_K, seed=seed)
     diff_lo, diff_hi = pass_at_k_difference_ci(base_P_K, trained_P_K, seed=seed)
     out: dict[str, Any] = {
         "base": base,
         "trained": trained,
-        "support": support_block(base_kept, trained_kept),
+        "support": support_of_tallies(base_kept, trained_kept),
         "crossover_k": cross,
         "crossover": {
             "k": cross,
@@ -267,8 +309,8 @@ def compare(
         },
         "problems": {
             "common": len(common),
-            "base_only": len(base_ids - common),
-            "trained_only": len(trained_ids - common),
+            "base_only": len(set(base_all) - common),
+            "trained_only": len(set(trained_all) - common),
         },
     }
     if perplexity_under_base is not None:

@@ -39,15 +39,29 @@ def support_categories(
     k: int | None = None,
 ) -> dict[str, str]:
     """problem_id -> category for the problems present in both mappings (base order)."""
+    def first(flags: Sequence[bool]) -> tuple[int, int | None]:
+        return len(flags), next((i for i, ok in enumerate(flags) if ok), None)
+
+    return support_categories_of_counts({p: first(f) for p, f in base_correct.items()},
+                                        {p: first(f) for p, f in trained_correct.items()}, k)
+
+
+def support_categories_of_counts(
+    base: Mapping[str, tuple[int, int | None]],
+    trained: Mapping[str, tuple[int, int | None]],
+    k: int | None = None,
+) -> dict[str, str]:
+    """:func:`support_categories` from (samples, file-order index of the first correct one or None)
+    per problem: among the first m samples some is correct when that index is below m."""
     if k is not None and k < 1:
         raise UserError(f"support needs k >= 1 samples per problem, got k={k}; pass a positive k")
     out: dict[str, str] = {}
-    for pid, base in base_correct.items():
-        if pid not in trained_correct:
+    for pid, (n_base, first_base) in base.items():
+        if pid not in trained:
             continue
-        trained = trained_correct[pid]
-        m = min(len(base), len(trained), k if k is not None else len(base))
-        out[pid] = classify(any(base[:m]), any(trained[:m]))
+        n_trained, first_trained = trained[pid]
+        m = min(n_base, n_trained, k if k is not None else n_base)
+        out[pid] = classify(first_base is not None and first_base < m, first_trained is not None and first_trained < m)
     return out
 
 

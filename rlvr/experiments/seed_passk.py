@@ -13,23 +13,29 @@ half-width). Every seed must hold the same problems.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from rlvr.errors import UserError
 from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_matrix
-from rlvr.eval.samples import group_by_problem, is_correct
+from rlvr.eval.samples import is_correct
 from rlvr.experiments.verdict import Estimate, seed_interval
 
 Counts = dict[str, tuple[int, int]]
 """problem_id -> (n samples, c correct)."""
 
 
-def problem_counts(rows: Sequence[Mapping[str, Any]]) -> Counts:
-    """Per problem of one seed's sample rows, (n, c)."""
-    return {pid: (len(g), sum(is_correct(r) for r in g)) for pid, g in group_by_problem(rows).items()}
+def problem_counts(rows: Iterable[Mapping[str, Any]]) -> Counts:
+    """Per problem of one seed's sample rows (read once: a stream will do), (n, c), problems in order
+    of first appearance."""
+    tallies: dict[str, list[int]] = {}
+    for row in rows:
+        n_c = tallies.setdefault(row["problem_id"], [0, 0])
+        n_c[0] += 1
+        n_c[1] += is_correct(row)
+    return {pid: (n, c) for pid, (n, c) in tallies.items()}
 
 
 def check_same_problems(counts: Sequence[Counts], names: Sequence[str]) -> list[str]:
@@ -72,7 +78,7 @@ def _block(per_seed_P_K: Sequence[np.ndarray], ks: Sequence[int], seed: int) -> 
     return out
 
 
-def seed_passk(per_seed_rows: Sequence[Sequence[Mapping[str, Any]]], names: Sequence[str],
+def seed_passk(per_seed_rows: Sequence[Iterable[Mapping[str, Any]]], names: Sequence[str],
                ks: Sequence[int] | None = None, seed: int = 0) -> dict[str, Any]:
     """pass@k of one model from S seeds' sample rows (``names``: their files, for messages):
     {"seeds", "problems", "n", "pass_at_k": {k: {"mean", "ci", "per_seed": [{"value", "ci"}]}}}."""
@@ -83,8 +89,8 @@ def seed_passk(per_seed_rows: Sequence[Sequence[Mapping[str, Any]]], names: Sequ
             "pass_at_k": _block([passk_P_K(c, ids, ks) for c in counts], ks, seed)}
 
 
-def seed_passk_difference(reference_rows: Sequence[Sequence[Mapping[str, Any]]],
-                          other_rows: Sequence[Sequence[Mapping[str, Any]]], reference_names: Sequence[str],
+def seed_passk_difference(reference_rows: Sequence[Iterable[Mapping[str, Any]]],
+                          other_rows: Sequence[Iterable[Mapping[str, Any]]], reference_names: Sequence[str],
                           other_names: Sequence[str], ks: Sequence[int] | None = None,
                           seed: int = 0) -> dict[str, Any]:
     """pass@k of ``other`` minus ``reference``, paired problem by problem within each seed pair: the

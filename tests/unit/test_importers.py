@@ -16,10 +16,11 @@ import pytest
 from rlvr.cli import main
 from rlvr.errors import UserError
 from rlvr.eval.chat_text import completion_text
-from rlvr.eval.importers import load_any, load_steps, parse_columns, read_table
+from rlvr.eval.importers import load_any, load_steps, parse_columns
 from rlvr.eval.samples import load_samples
 from rlvr.eval.steps import summarize_steps
 from rlvr.eval.summary import compare, summarize
+from rlvr.eval.tables import read_table
 from rlvr.tasks.registry import get_task
 
 FIX = Path(__file__).parent.parent / "fixtures" / "importers"
@@ -294,3 +295,15 @@ def test_rlvr_eval_command_flags(tmp_path, capsys, monkeypatch) -> None:
     assert main(["eval", "--samples", str(FIX / "prime_rl"), "--ks", "1,2,4"]) == 0
     printed = capsys.readouterr().out
     assert "pooled over steps 10, 20" in printed and "pass@4" in printed
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".json"])
+def test_a_file_that_is_not_text_is_one_line_naming_it_on_the_streamed_read(tmp_path, capsys, suffix):
+    """Issue 47's error kept by the one-pass reader (iter_imported): a UserError, not a traceback."""
+    path = tmp_path / f"dump{suffix}"
+    path.write_bytes(b'{"problem_id": "a"}\n' * 3 + bytes(range(128, 256)) * 4)
+    with pytest.raises(UserError, match=r"not UTF-8 text .*give a samples file"):
+        load_any(path)
+    assert main(["eval", "--samples", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and len(err.strip().splitlines()) == 1

@@ -1,14 +1,18 @@
-"""Unbiased maj@k (rlvr.eval.majority) against brute-force enumeration of every k-subset."""
+"""Unbiased maj@k (rlvr.eval.majority) against brute-force enumeration of every k-subset, exact sums
+over vote-count vectors at larger n, and values known by symmetry at n = 1024."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.eval import majority
 from rlvr.eval.majority import maj_at_k
 from rlvr.eval.summary import summarize
 
@@ -44,6 +48,57 @@ def test_equals_brute_force_enumeration_to_1e_12():
         ks = list(range(1, n + 1))
         want = [brute(sizes, correct, unparsable, k) for k in ks]
         np.testing.assert_allclose(maj_at_k(sizes, correct, unparsable, ks), want, rtol=0, atol=1e-12)
+
+
+def by_count_vectors(sizes, correct, unparsable, k) -> Fraction:
+    """maj@k exactly: the sum over vote-count vectors (x_1..x_J, x_u) of C(m_j, x_j)... / C(n, k) x score."""
+    n = sum(sizes) + unparsable
+    total = Fraction(0)
+    for votes in itertools.product(*(range(min(m, k) + 1) for m in sizes)):
+        left = k - sum(votes)
+        if not 0 <= left <= unparsable or not any(votes):
+            continue
+        weight = math.comb(unparsable, left)
+        for m, x in zip(sizes, votes):
+            weight *= math.comb(m, x)
+        top = max(votes)
+        winners = [ok for x, ok in zip(votes, correct) if x == top]
+        total += Fraction(weight * sum(winners), len(winners))
+    return total / math.comb(n, k)
+
+
+def test_equals_exact_sums_over_vote_counts_at_larger_n():
+    """n = 40..70: the windows, the closed form where c surely leads and the skipped vote counts act here
+    (their tails are far below 1e-20 of a term), unlike at the brute force's n <= 12."""
+    cases = [([30, 5, 3], [True, False, False], 2), ([12, 14, 13], [False, True, False], 1),
+             ([3, 25, 20], [True, False, True], 10), ([20, 20], [True, False], 0),
+             ([1] * 5 + [30], [True] * 5 + [False], 5),
+             ([50, 2, 1, 1], [False, True, True, False], 16)]
+    for sizes, correct, unparsable in cases:
+        n = sum(sizes) + unparsable
+        ks = sorted({1, 2, 3, 5, 8, 13, 21, n // 2, n - 3, n - 1, n})
+        want = [float(by_count_vectors(sizes, correct, unparsable, k)) for k in ks]
+        np.testing.assert_allclose(maj_at_k(sizes, correct, unparsable, ks), want, rtol=0, atol=1e-12)
+
+
+def test_symmetric_classes_at_n_1024_share_the_vote_equally():
+    """J equal classes and no unparsable sample: by symmetry maj@k = (correct classes) / J at every k,
+    ties everywhere. Within 5e-12: the binomial terms come from log-factorials near 6,000, whose
+    rounding (an ulp is 9e-13) is a relative error of about 1e-12 in every term (3640ffe's code is off
+    by the same 3e-12 at [512, 512])."""
+    ks = [1, 2, 3, 4, 8, 16, 31, 64, 100, 128, 256, 511, 512, 700, 1000, 1023, 1024]
+    for sizes, correct in [([256] * 4, [True, False, False, False]), ([256] * 4, [True, True, False, False]),
+                           ([2] * 512, [True] + [False] * 511), ([512, 512], [False, True])]:
+        want = sum(correct) / len(correct)
+        np.testing.assert_allclose(maj_at_k(sizes, correct, 0, ks), want, rtol=0, atol=5e-12)
+
+
+def test_a_profile_is_computed_once_in_any_class_order():
+    majority._profile_maj_at_k.cache_clear()
+    first = maj_at_k([300, 200, 100], [False, True, False], 24, [1, 16, 256])
+    second = maj_at_k([100, 300, 200], [False, False, True], 24, [1, 16, 256])
+    assert first.tolist() == second.tolist()
+    assert majority._profile_maj_at_k.cache_info().hits == 1
 
 
 def test_hand_computed_cases():

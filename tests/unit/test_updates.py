@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rlvr.analysis import updates as U
+from rlvr.analysis.matrix_compare import compare_matrix
 from rlvr.errors import UserError
 
 
@@ -95,7 +96,7 @@ def test_rotating_top_k_subspace_gives_that_angle(degrees: float) -> None:
         u1[:, j] = math.cos(th) * u[:, j] + math.sin(th) * u[:, k + j]
         u1[:, k + j] = -math.sin(th) * u[:, j] + math.cos(th) * u[:, k + j]
     w1 = u1[:, :30] @ torch.diag(s) @ v.T
-    rec = U.compare_matrix(w0, w1, k, U.update_mask(w0, w1, "fp32"))
+    rec = compare_matrix(w0, w1, k, "fp32")
     left = torch.tensor(rec["principal_angles_left_deg"])
     assert left.shape == (k,)
     assert torch.allclose(left[-r:], torch.full((r,), degrees, dtype=left.dtype), rtol=1e-6, atol=1e-9)
@@ -109,7 +110,7 @@ def test_rotating_top_k_subspace_gives_that_angle(degrees: float) -> None:
 def test_scaling_gives_known_spectral_drift() -> None:
     w0, *_ = _matrix()
     w1 = 1.5 * w0
-    rec = U.compare_matrix(w0, w1, 4, U.update_mask(w0, w1, "fp32"))
+    rec = compare_matrix(w0, w1, 4, "fp32")
     assert rec["spectral_drift"] == pytest.approx(0.5, rel=1e-9)
     assert rec["topk_rel_change"] == pytest.approx([0.5] * 4, rel=1e-9)
     # dW = 0.5 W0: its energy in the top-4 directions is sum(s_1..4^2)/sum(s^2)
@@ -171,7 +172,7 @@ def test_mask_overlap_counts_against_chance() -> None:
     spec = U.spectrum(w0, k)
     principal = U.principal_mask(spec, k, count)
     w1 = w0 + principal.double() * 1e-3  # update exactly the principal entries
-    rec = U.compare_matrix(w0, w1, k, U.update_mask(w0, w1, "fp32"))
+    rec = compare_matrix(w0, w1, k, "fp32")
     assert rec["principal_hits"] == count
     assert rec["chance_hits"] == pytest.approx(count * count / 200)
     low = U.low_magnitude_mask(w0, count)
@@ -216,3 +217,83 @@ def test_summarize_weights_by_parameters() -> None:
     assert mlp["principal_mask_overlap"] == pytest.approx(13 / 80)
     assert mlp["mask_chance"] == pytest.approx(28 / 80)
     assert out["all"]["sparsity"] == pytest.approx(1 - 180 / 500) and out["norm"]["spectral_drift"] is None
+
+
+def _whole_matrix_record(w0: torch.Tensor, w1: torch.Tensor, k: int, precision: str) -> dict:
+    """The measures as the whole-matrix functions give them (the code before row blocks)."""
+    mask = U.update_mask(w0, w1, precision)
+    w0f, w1f = U.as_float(w0), U.as_float(w1)
+    spec0, spec1 = U.spectrum(w0f, k), U.spectrum(w1f, k)
+    dw = w1f - w0f
+    changed = int(mask.sum())
+    return {"spec0": spec0, "spec1": spec1, "changed": changed,
+            "principal_hits": int((mask & U.principal_mask(spec0, k, changed)).sum()),
+            "low_magnitude_hits": int((mask & U.low_magnitude_mask(w0f, changed)).sum()),
+            "principal_energy_share": U.principal_energy_share(dw, spec0.u, spec0.v),
+            "update_rel_norm": torch.linalg.vector_norm(dw, dtype=torch.float64).item()
+            / torch.linalg.vector_norm(w0f, dtype=torch.float64).item()}
+
+
+@pytest.mark.parametrize(("shape", "dtype", "precision", "block"),
+                         [((40, 12), torch.bfloat16, "bf16", 3), ((12, 40), torch.bfloat16, "bf16", 5),
+                          ((33, 9), torch.float32, "fp32", 7), ((30, 30), torch.float64, "rel:0.01", 4)])
+def test_row_blocks_give_the_whole_matrix_measures(shape, dtype, precision, block) -> None:
+    g = torch.Generator().manual_seed(3)
+    w0 = (torch.randn(shape, generator=g, dtype=torch.float64) * 0.05).to(dtype)
+    hit = torch.rand(shape, generator=g) < 0.3
+    w1 = torch.where(hit, w0.double() * 1.02 + 1e-3, w0.double()).to(dtype)
+    w1[0, :] = w0[0, :]  # ties at the mask threshold: repeated magnitudes in bf16, equal rows
+    want = _whole_matrix_record(w0, w1, 4, precision)
+    got = compare_matrix(w0, w1, 4, precision, rows_per_block=block)
+    for key in ("changed", "principal_hits", "low_magnitude_hits"):
+        assert got[key] == want[key], key  # bitwise: counts and masks
+    drift = U.spectral_drift(want["spec0"].s, want["spec1"].s)
+    assert got["spectral_drift"] == drift  # the same Gram chunks: the same spectra
+    assert got["update_rel_norm"] == pytest.approx(want["update_rel_norm"], rel=1e-14)
+    rel = 1e-6 if dtype != torch.float64 else 1e-12  # the whole-matrix U0^T dW was a float32 product
+    assert got["principal_energy_share"] == pytest.approx(want["principal_energy_share"], rel=rel)
+
+
+def test_block_counts_match_top_mask_with_ties(monkeypatch) -> None:
+    from rlvr.analysis import row_blocks
+    from rlvr.analysis.row_blocks import TopCount, blocks
+
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        for budget in (1 << 24, 0):  # 0: the threshold's bin refined down to one value
+            monkeypatch.setattr(row_blocks, "CANDIDATE_BUDGET", budget)
+            for values in (5, 1000):
+                score = (torch.randint(0, values, (17, 6), generator=g).to(dtype) / 7).abs()
+                flags = torch.rand(17, 6, generator=g) < 0.5
+
+                def scores(score=score):
+                    return (score[a:b] for a, b in blocks(17, 4))
+
+                for count in (0, 1, 7, 50, 101, 102, 103):
+                    for largest in (True, False):
+                        top = TopCount(score.numel(), largest)
+                        for block in scores():
+                            top.observe(block)
+                        top.settle(count, scores)
+                        for (a, b), block in zip(blocks(17, 4), scores()):
+                            top.collect(block, flags[a:b])
+                        want = int((flags & U.top_mask(score, count, largest)).sum())
+                        assert top.hits() == want, (dtype, budget, values, count, largest)
+
+
+def test_safetensors_file_reads_what_safetensors_writes(tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    from rlvr.analysis.safetensors_file import SafetensorsFile
+
+    tensors = {"a": torch.randn(7, 5).to(torch.bfloat16), "b": torch.arange(6, dtype=torch.int64),
+               "c": torch.randn(3, 4, dtype=torch.float64), "d": torch.tensor([True, False])}
+    save_file(tensors, str(tmp_path / "m.safetensors"), metadata={"format": "pt"})
+    with SafetensorsFile(tmp_path / "m.safetensors") as f:
+        assert sorted(f.names()) == ["a", "b", "c", "d"]
+        for name, tensor in tensors.items():
+            assert f.dtype(name) == tensor.dtype and torch.equal(f.get(name), tensor)
+        assert torch.equal(f.rows("a", 2, 5), tensors["a"][2:5]) and f.rows("a", 6, 99).shape == (1, 5)
+    (tmp_path / "bad.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    with pytest.raises(UserError, match="cannot read .* as safetensors"):
+        SafetensorsFile(tmp_path / "bad.safetensors")

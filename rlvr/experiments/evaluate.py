@@ -8,7 +8,8 @@ Per-problem statistics (P entries each, problem order of the task's held-out spl
 ``logppl_base`` / ``logppl_base_correct`` (mean per-token log-perplexity under the base model of
 the first ``perplexity`` samples / of the correct ones among them; None where there are none),
 ``gold_nll`` (mean per-token negative log-likelihood, nats, of the problem's first gold solution under
-the model; only where asked).
+the model; only where asked); for a tool task's episodes (rows with ``tool_calls``), ``tool_calls``
+and ``failed_calls`` (mean tool calls, and failed ones, per episode).
 """
 
 from __future__ import annotations
@@ -57,8 +58,12 @@ def per_problem_stats(rows: list[dict], problem_ids: list[str]) -> dict:
         correct.append(sum(bool(r["correct"]) for r in g))
         tok_ent.append(token_entropy([r["mean_entropy"] for r in g], [r["num_tokens"] for r in g]))
         ans_ent.append(answer_entropy_of([r.get("answer") for r in g]))
-    return {"ids": list(problem_ids), "n": ns.pop(), "correct": correct, "token_entropy": tok_ent,
-            "answer_entropy": ans_ent}
+    stats = {"ids": list(problem_ids), "n": ns.pop(), "correct": correct, "token_entropy": tok_ent,
+             "answer_entropy": ans_ent}
+    if all(r.get("tool_calls") is not None for r in rows):  # episodes of a tool task
+        for key in ("tool_calls", "failed_calls"):
+            stats[key] = [sum(r.get(key) or 0 for r in groups[p]) / len(groups[p]) for p in problem_ids]
+    return stats
 
 
 def logppl_under(base_dir: str | Path, cfg: RunConfig, rows: list[dict], problem_ids: list[str], m: int) -> dict:

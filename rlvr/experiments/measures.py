@@ -44,6 +44,7 @@ from rlvr.experiments import (
     dynamics_measures,
     final_measures,
     series_measures,
+    tool_measures,
     weight_measures,
 )
 from rlvr.experiments.cells import cell_passk
@@ -51,7 +52,7 @@ from rlvr.experiments.registry import MEASURES, Get, Measure, PairArgs, one_of, 
 from rlvr.experiments.verdict import Estimate, seed_label
 
 REGISTERED_ELSEWHERE = (association_measures, curve_measures, dynamics_measures, final_measures, series_measures,
-                        weight_measures)
+                        tool_measures, weight_measures)
 """The modules that register the other measures when imported (so that MEASURES holds them all)."""
 __all__ = ["MEASURES", "Measure", "REGISTERED_ELSEWHERE"]
 

@@ -53,7 +53,7 @@ def expand(exp):
     return dataclasses.replace(exp, models=models, evaluations=evaluations)
 
 
-NAMED = ("model", "against", "reference")
+NAMED = ("model", "against", "reference", "control", "control_against")
 
 
 def claim_args(args: dict, models: dict, p: int) -> dict | None:

@@ -5,6 +5,11 @@ head); gold episode ``<calc>37*48+91</calc><out>1867</out>\\nA:1867``: the polic
 the environment answers (the ``<out>...</out>`` part is environment tokens, never trained on),
 the policy copies the result. Verified like :mod:`rlvr.tasks.arithmetic` (the last ``A:`` line).
 
+``tool=False`` is the same task with the tool switched off (a control for "what does the tool add",
+``rlvr reproduce tools``): the same problems and verifier, but no environment, so an episode is one
+policy turn and whatever the policy writes after ``</calc>`` (its own ``<out>...</out>``) is its own
+tokens, trained on and scored like the rest.
+
 For the pretraining corpus the task's solutions are whole episodes (call, tool output, answer),
 and :meth:`CalculatorTask.wrong_solution` writes the mistakes RL has to fix: a mistyped call
 (the tool answers the wrong expression faithfully), a miscopied result, or no call and a guess.
@@ -62,13 +67,14 @@ class CalculatorTask(PooledTask):
 
     Knobs: ``min_operands`` / ``max_operands`` (2..4, default 2..3), ``digits`` (1..3, default 2),
     ``ops`` (subset of "+*-", default "+*"), ``heldout_frac`` (default 0.15), ``pool_size`` (default
-    5000), ``seed`` (default 0).
+    5000), ``seed`` (default 0), ``tool`` (default true; false: the calculator is switched off and an
+    episode is one policy turn, :attr:`uses_tools`).
     """
 
     name = "calculator"
 
     def __init__(self, min_operands: int = 2, max_operands: int = 3, digits: int = 2, ops: str = "+*",
-                 heldout_frac: float = 0.15, pool_size: int = 5000, seed: int = 0) -> None:
+                 heldout_frac: float = 0.15, pool_size: int = 5000, seed: int = 0, tool: bool = True) -> None:
         check_range("operands", min_operands, max_operands, 2, 4)
         check_range("digits", 1, digits, 1, 3)
         if not ops or set(ops) - set("+*-") or len(set(ops)) != len(ops):
@@ -76,6 +82,9 @@ class CalculatorTask(PooledTask):
         check_frac("heldout_frac", heldout_frac)
         if pool_size < 1:
             raise UserError(f"bad pool_size={pool_size!r}; use an integer >= 1")
+        if not isinstance(tool, bool):
+            raise UserError(f"bad tool={tool!r}; use true (the calculator answers calls) or false (no tool)")
+        self.uses_tools = tool
         self.min_operands, self.max_operands, self.digits, self.ops = min_operands, max_operands, digits, ops
         self._pool = ProblemPool(self.name, seed, self._sample, heldout_frac, pool_size)
 

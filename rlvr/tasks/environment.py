@@ -7,7 +7,9 @@ an end of sequence or a limit; ``respond(turn_text)`` turns the call into an :cl
 The sampler (:mod:`rlvr.rollout.episodes`) runs the loop; the task's verifier scores the whole
 episode's text.
 
-A task is a tool task when it has ``environment(problem, limits) -> environment``; any object with
+A task is a tool task when it has ``environment(problem, limits) -> environment`` and does not set
+``uses_tools = False`` (a tool task with its tools switched off, e.g. ``calculator`` with
+``tool: false``, runs single-turn); any object with
 ``reset``, ``stop_strings`` and ``respond`` is an environment. :class:`ToolEnvironment` is the one
 every built-in and TRL-style task uses: a dict of tool functions and a call format
 (:mod:`rlvr.tasks.tool_calls`). Tool failures are observations, never crashes: a tool that raises
@@ -135,8 +137,9 @@ class ToolEnvironment:
 
 
 def is_tool_task(task: Any) -> bool:
-    """Whether ``task`` runs multi-turn episodes (it has ``environment(problem, limits)``)."""
-    return callable(getattr(task, "environment", None))
+    """Whether ``task`` runs multi-turn episodes (it has ``environment(problem, limits)`` and has not
+    switched its tools off: ``uses_tools`` False)."""
+    return callable(getattr(task, "environment", None)) and getattr(task, "uses_tools", True)
 
 
 def environments_for(task: Any, problems: list[Problem], params: Any) -> list | None:

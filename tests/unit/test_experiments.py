@@ -546,3 +546,19 @@ def test_an_rl_model_with_a_teacher_is_on_policy_distillation_from_that_model():
         model_config(grpo, grpo.models["opd"], 0)
     with pytest.raises(UserError, match="only a distill model or an rl model"):
         spec.parse({**decl, "models": {**models, "opd": {"kind": "sft", "teacher": "teacher"}}}, "x")
+
+
+def test_each_pretraining_seeds_samples_are_scored_under_its_own_base():
+    from rlvr.experiments.replicates import pretrain_index, reference_base
+    from rlvr.experiments.runner import needed_models
+
+    exp = spec.parse({"name": "x", "title": "t", "seeds": 2, "pretrain_seeds": 3,
+                      "models": {"base": {"kind": "base", "pretrain_seeded": True},
+                                 "teacher": {"kind": "base", "overrides": ["model.d_model=64"]},
+                                 "rl": {"kind": "rl", "seeded": True}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["rl", "teacher"]}},
+                      "claims": []}, "x")
+    assert [pretrain_index(m) for m in ("rl", "rl@p2", "base@p1", "a@pb")] == [0, 2, 1, 0]
+    assert [reference_base(exp.models, m) for m in ("rl", "rl@p1", "rl@p2", "teacher", "base@p2")] == \
+        ["base", "base@p1", "base@p2", "base", "base@p2"]
+    assert {"base", "base@p1", "base@p2", "teacher"} <= needed_models(exp, ("e",))

@@ -112,11 +112,21 @@ def passk_crossover(get: Get, args: dict, seeds, against_seeds):
     for s, m, a in _pairs(get, args, seeds, against_seeds):
         n = min(m["n"], a["n"])
         ks = sorted({1 << e for e in range(n.bit_length()) if (1 << e) <= n} | {n})
-        value, lo, hi = crossing_doublings(ks, cell_passk(m, ks), cell_passk(a, ks))
+        pm, pa = cell_passk(m, ks), cell_passk(a, ks)  # (P, K)
+        value, lo, hi = crossing_doublings(ks, pm, pa)
         out.append(Estimate(s, value, lo, hi))
         details[seed_label(s)] = {"k_max": n, "k": _crossing_k(n, value), "k_lo": _crossing_k(n, hi),
-                                  "k_hi": _crossing_k(n, lo)}
+                                  "k_hi": _crossing_k(n, lo), "tied_at_max": bool(np.all(pm[:, -1] == pa[:, -1]))}
     return out, details
+
+
+def _crossing_identified(args: dict, estimates: list[Estimate], details: dict) -> str:
+    """Not identifiable when, in every seed, both models solve exactly the same problems at k = n: the
+    curves end tied, so no resample can show one overtaking the other (e.g. both solve all, or none)."""
+    if details and all(x.get("tied_at_max") for x in details.values()):
+        return (f"{args['model']} and {args['against']} solve the same problems at k = n in every seed: the "
+                "curves end tied, so neither can be seen to overtake")
+    return ""
 
 
 def _crossing_k(n: int, doublings: float) -> float | None:
@@ -284,7 +294,7 @@ register(
             INTERVAL, _passk_detail),
     Measure("passk_crossover", passk_crossover, PairArgs,
             lambda a: f"log2 k_max - log2 k*, k* where {a['model']} overtakes {a['against']} (doublings)", INTERVAL,
-            _crossover_detail),
+            _crossover_detail, _crossing_identified),
     Measure("support_balance", support_balance, PairArgs,
             lambda a: f"(shrunk - expanded) / problems, {a['model']} vs {a['against']}", INTERVAL, _support_detail),
     Measure("entropy_diff", entropy_diff, EntropyArgs,

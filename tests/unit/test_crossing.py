@@ -64,3 +64,11 @@ def test_the_measure_reads_the_cells_and_says_where_the_curves_cross():
     assert est[0].value == pytest.approx(2.0) and det["shared"]["k"] == pytest.approx(1.0)
     line = measures.MEASURES["passk_crossover"].detail(det, {"model": "wide", "against": "rl"})
     assert "shared 1 [1, 1] of k_max 4" in line
+    # curves that end tied on every problem (both solve p0 and not p1 at k = 4): not identifiable, not
+    # "never overtakes"; curves that end apart are identifiable
+    args = {"eval": "e", "model": "base", "against": "rl"}
+    est, det = run(lambda e, m, s: cells[m], args, [None], [None])
+    assert "solve the same problems at k = n" in measures.MEASURES["passk_crossover"].why(args, est, det)
+    args = {"eval": "e", "model": "wide", "against": "rl"}
+    est, det = run(lambda e, m, s: cells[m], args, [None], [None])
+    assert measures.MEASURES["passk_crossover"].why(args, est, det) == ""

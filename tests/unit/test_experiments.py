@@ -562,3 +562,17 @@ def test_each_pretraining_seeds_samples_are_scored_under_its_own_base():
     assert [reference_base(exp.models, m) for m in ("rl", "rl@p1", "rl@p2", "teacher", "base@p2")] == \
         ["base", "base@p1", "base@p2", "base", "base@p2"]
     assert {"base", "base@p1", "base@p2", "teacher"} <= needed_models(exp, ("e",))
+
+
+def test_the_index_lists_declared_experiments_without_a_page_as_declared_not_run(tmp_path):
+    import json
+
+    from rlvr.experiments.page import write_index
+
+    (tmp_path / "boundary").mkdir()
+    (tmp_path / "boundary" / "table.json").write_text(json.dumps({"experiment": "boundary", "status": "complete",
+                                                                  "claims": []}))
+    text = write_index(tmp_path).read_text()
+    waiting = text[text.index("## Declared, not run"):]
+    assert "| boundary |" not in waiting and all(f"| {n} |" in waiting for n in spec.names() if n != "boundary")
+    assert "declared, not run" in waiting

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlvr.errors import UserError
+from rlvr.eval.passk import resampled_means
 
 CENSOR_DOUBLINGS = 1.0
 """Where a curve pair that never crosses up to k_max is placed: this many doublings beyond k_max."""
@@ -61,13 +62,8 @@ def crossing_doublings(ks: Sequence[int], model_P_K: np.ndarray, against_P_K: np
         raise UserError(f"crossing needs two (P, K) pass@k arrays of the same problems, got {model.shape} and "
                         f"{against.shape}")
     diff_P_K = model - against
-    num = diff_P_K.shape[0]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, num, size=(n_boot, num))  # (n_boot, P)
-    counts = np.bincount((idx + num * np.arange(n_boot)[:, None]).ravel(),
-                         minlength=n_boot * num).reshape(n_boot, num)
     top = float(np.log2(ks[-1]))
     observed = top - crossing_log2k(ks, diff_P_K.mean(0, keepdims=True))[0]
-    resampled = top - crossing_log2k(ks, counts @ diff_P_K / num)  # (n_boot,)
+    resampled = top - crossing_log2k(ks, resampled_means(diff_P_K, n_boot, seed))  # (n_boot,)
     lo, hi = np.quantile(resampled, [alpha / 2, 1 - alpha / 2])
     return float(observed), float(lo), float(hi)

@@ -109,6 +109,18 @@ def default_ks(n: int) -> list[int]:
     return ks
 
 
+def resampled_means(values_P_K: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, K) column means of ``values_P_K`` (P, K) over ``n_boot`` resamples of its rows (problems,
+    with replacement; every column with the same draws), drawn as multinomial counts (n_boot, P) from
+    ``numpy.random.default_rng(seed)``: memory O(n_boot * (P + K)) whatever K is."""
+    num = values_P_K.shape[0]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, num, size=(n_boot, num))  # (n_boot, P)
+    flat = (idx + num * np.arange(n_boot)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=n_boot * num).reshape(n_boot, num)  # (n_boot, P)
+    return counts @ values_P_K / num
+
+
 def bootstrap_ci(
     per_problem_values: Sequence[float] | np.ndarray,
     n_boot: int = 1000,
@@ -127,12 +139,7 @@ def bootstrap_ci(
         raise UserError(f"bootstrap needs a (P,) or (P, K) array with P >= 1, got shape {values.shape}")
     if not 0 < alpha < 1 or n_boot < 1:
         raise UserError(f"bootstrap needs 0 < alpha < 1 and n_boot >= 1, got alpha={alpha}, n_boot={n_boot}")
-    num = values.shape[0]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, num, size=(n_boot, num))  # (n_boot, P)
-    flat = (idx + num * np.arange(n_boot)[:, None]).ravel()
-    counts = np.bincount(flat, minlength=n_boot * num).reshape(n_boot, num)  # (n_boot, P)
-    means = counts @ values.reshape(num, -1) / num  # (n_boot, K)
+    means = resampled_means(values.reshape(values.shape[0], -1), n_boot, seed)  # (n_boot, K)
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)  # (K,) each
     if values.ndim == 1:
         return float(lo[0]), float(hi[0])

@@ -12,6 +12,9 @@ the others by their own modules):
 - ``passk_diff`` (eval, model, against, k): mean_p [pass@k(model) - pass@k(against)], unbiased
   pass@k (k = "max" means n); details carry the crossover k (smallest k where against > model beyond
   the interval).
+- ``passk_crossover`` (eval, model, against): log2 k_max - log2 k*, k* where the seed's mean pass@k
+  curves cross (``model`` overtaking ``against``, interpolated in log2 k; :mod:`rlvr.eval.crossing`);
+  > 0 means ``model`` overtakes before k_max; -1 (censored) that it does not up to k_max.
 - ``support_balance`` (eval, model, against): mean_p [S_p - E_p] at k = n, S_p = 1 when only
   ``against`` solves p in n samples (shrunk), E_p = 1 when only ``model`` does (expanded); > 0 means
   shrinkage outweighs expansion. Details: P/S/E/O counts, SRR, NDR, SDS, NSCR.
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvr.errors import UserError
+from rlvr.eval.crossing import CENSOR_DOUBLINGS, crossing_doublings
 from rlvr.eval.passk import bootstrap_ci
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
 from rlvr.experiments import (
@@ -102,6 +106,33 @@ def passk_diff(get: Get, args: dict, seeds, against_seeds):
         details["model"][seed_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pm.mean(0))}
         details["against"][seed_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pa.mean(0))}
     return out, details
+
+
+def passk_crossover(get: Get, args: dict, seeds, against_seeds):
+    out, details = [], {}
+    for s, m, a in _pairs(get, args, seeds, against_seeds):
+        n = min(m["n"], a["n"])
+        ks = sorted({1 << e for e in range(n.bit_length()) if (1 << e) <= n} | {n})
+        pm, pa = cell_passk(m, ks), cell_passk(a, ks)  # (P, K)
+        value, lo, hi = crossing_doublings(ks, pm, pa)
+        out.append(Estimate(s, value, lo, hi))
+        details[seed_label(s)] = {"k_max": n, "k": _crossing_k(n, value), "k_lo": _crossing_k(n, hi),
+                                  "k_hi": _crossing_k(n, lo), "tied_at_max": bool(np.all(pm[:, -1] == pa[:, -1]))}
+    return out, details
+
+
+def _crossing_identified(args: dict, estimates: list[Estimate], details: dict) -> str:
+    """Not identifiable when, in every seed, both models solve exactly the same problems at k = n: the
+    curves end tied, so no resample can show one overtaking the other (e.g. both solve all, or none)."""
+    if details and all(x.get("tied_at_max") for x in details.values()):
+        return (f"{args['model']} and {args['against']} solve the same problems at k = n in every seed: the "
+                "curves end tied, so neither can be seen to overtake")
+    return ""
+
+
+def _crossing_k(n: int, doublings: float) -> float | None:
+    """The crossing k that ``doublings`` inside k_max = n means; None: beyond n (censored)."""
+    return None if doublings <= -CENSOR_DOUBLINGS + 1e-12 else float(n * 2.0 ** -doublings)
 
 
 def support_balance(get: Get, args: dict, seeds, against_seeds):
@@ -231,6 +262,15 @@ def _passk_detail(d: dict, a: dict) -> str:
             + ", ".join(f"{s} {k}" for s, k in d["crossover"].items()))
 
 
+def _crossover_detail(d: dict, a: dict) -> str:
+    def k(v):
+        return "beyond k_max" if v is None else f"{v:.0f}"
+
+    return (f"crossing k (where {a['model']}'s mean pass@k curve overtakes {a['against']}'s) [95% interval]: "
+            + "; ".join(f"{s} {k(x['k'])} [{k(x['k_lo'])}, {k(x['k_hi'])}] of k_max {x['k_max']}"
+                        for s, x in d.items()))
+
+
 def _support_detail(d: dict, a: dict) -> str:
     def num(v):
         return "-" if v is None else f"{v:.3f}"
@@ -253,6 +293,9 @@ def _stability_detail(d: dict, a: dict) -> str:
 register(
     Measure("passk_diff", passk_diff, PasskArgs, lambda a: f"pass@{a['k']} {a['model']} - {a['against']}",
             INTERVAL, _passk_detail),
+    Measure("passk_crossover", passk_crossover, PairArgs,
+            lambda a: f"log2 k_max - log2 k*, k* where {a['model']} overtakes {a['against']} (doublings)", INTERVAL,
+            _crossover_detail, _crossing_identified),
     Measure("support_balance", support_balance, PairArgs,
             lambda a: f"(shrunk - expanded) / problems, {a['model']} vs {a['against']}", INTERVAL, _support_detail),
     Measure("entropy_diff", entropy_diff, EntropyArgs,

@@ -11,7 +11,8 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
   (``excursions.steps`` steps at ``excursions.sft_lr``), keeping ``milestones`` evenly spaced
   checkpoints (``models/<name>/milestones/step_XXXXXX``);
 - ``distill``: SFT from ``base`` on the teacher's verified-right samples of the training problems (the
-  declared teacher model, else the checkpoint ``excursions.teacher`` names);
+  declared teacher model, else the checkpoint ``excursions.teacher`` names); an ``rl`` model with a
+  ``teacher`` is on-policy distillation (``loss.name=opd``): its ``loss.teacher`` is that model's checkpoint;
 - ``sft_then_rl`` / ``parallel`` / ``rl_steps``: the excursion pipelines
   (:func:`rlvr.train.excursions.run_pipeline`): half the budget of SFT then half of RL,
   ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps.
@@ -49,13 +50,20 @@ def model_id(name: str, seed: int | None) -> str:
     return name if seed is None else f"{name}-s{seed}"
 
 
+TEACHER_REF = "model:"
+"""An on-policy distillation model's ``loss.teacher`` in its resolved config (and so in its key): the
+declared teacher's name after this prefix (a checkpoint path would differ between machines); the
+teacher's checkpoint replaces it when the model trains (:func:`build_model`)."""
+
+
 def model_config(exp: Experiment, spec: ModelSpec, seed: int | None) -> RunConfig:
     """The resolved config of one model: float32, the experiment's config, its overrides, the
     model's, the seed (a seeded model's; an unseeded model keeps the config's ``train.seed``). An
     experiment runs in float32 unless it (or a model) sets ``model.dtype``: "auto" would pick bf16 on a
     machine where it is fast, so the same cell key would mean other numerics on another machine."""
     seeded = [] if seed is None else [f"train.seed={seed}"]
-    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, *seeded])
+    taught = [f"loss.teacher={TEACHER_REF}{spec.teacher}"] if spec.kind == "rl" and spec.teacher else []
+    cfg = load_config(exp.config, [*exp.overrides, *spec.overrides, *exp.last_overrides, *seeded, *taught])
     if cfg.model.dtype == "auto":
         cfg = dataclasses.replace(cfg, model=cfg.model.with_dtype("float32"))
     return cfg
@@ -185,6 +193,8 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
         return info
     t0 = time.time()
     if spec.kind == "rl":
+        if teacher:  # on-policy distillation: the declared teacher's checkpoint scores every token
+            cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, teacher=teacher))
         info = _rl(cfg, spec, start, d, progress)
     else:
         info = _pipeline(cfg, spec, start, teacher, d)

@@ -16,7 +16,7 @@ from rlvr.experiments.claims import counts, status_of, verdict_changes
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
 from rlvr.experiments.registry import rounded
-from rlvr.experiments.spec import EvalSpec, Experiment
+from rlvr.experiments.spec import EvalSpec, Experiment, load, names
 from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, Estimate, seed_interval
 from rlvr.machine import machine_line
 from rlvr.paths import atomic_write
@@ -312,6 +312,7 @@ def write_index(docs: Path) -> Path:
         for r in table["claims"]:
             kind = r.get("kind", "finding") + (", post hoc" if r.get("post_hoc") else "")
             lines.append(f"| {link} | {r['claim']} | {kind} | {verdict_cell(r)} | {ours(r)} | {table['status']} |")
+    lines += _declared_lines({t["experiment"] for t in tables})
     changed = [(t["experiment"], c) for t in tables for c in t.get("changes", [])]
     if changed:
         lines += ["", "## Verdicts changed by the last republication", "",
@@ -319,6 +320,20 @@ def write_index(docs: Path) -> Path:
         lines += [f"| {name} | {c['id']} | {c['before']} | {c['after']} | {c['why']} |" for name, c in changed]
     atomic_write(docs / "README.md", "\n".join(lines) + "\n")
     return docs / "README.md"
+
+
+def _declared_lines(published: set[str]) -> list[str]:
+    """The declared experiments (``rlvr/configs/experiments/``) without a published page: declared, not
+    run (their claims, parts and the minutes the declaration states)."""
+    waiting = [load(name) for name in names() if name not in published]
+    if not waiting:
+        return []
+    return ["", "## Declared, not run", "",
+            "Declared (claims, thresholds, models, evaluations committed before any cell ran); no page yet. "
+            "`rlvr reproduce` lists their parts.", "",
+            "| experiment | title | claims | parts | minutes (declared) | status |", "|---|---|---|---|---|---|",
+            *[f"| {e.name} | {e.title} | {len(e.claims)} | {len(e.parts) or 1} | {e.minutes:g} | declared, not run |"
+              for e in waiting]]
 
 
 def _count_table(tables: list[dict]) -> list[str]:

@@ -22,6 +22,20 @@ def replica(name: str, p: int) -> str:
     return name if p == 0 else f"{name}{SEP}{p}"
 
 
+def pretrain_index(name: str) -> int:
+    """The pretraining seed of model ``name`` (``NAME@pP`` -> P; a declared model -> 0)."""
+    head, sep, tail = name.rpartition(SEP)
+    return int(tail) if sep and head and tail.isdigit() else 0
+
+
+def reference_base(models: dict, name: str) -> str:
+    """The base that scores model ``name``'s samples (the perplexity and KL columns): the declared
+    ``base``, or for a copy of pretraining seed P the base's copy ``base@pP`` where there is one, so that
+    each pretraining seed's samples are scored under its own base."""
+    own = replica("base", pretrain_index(name))
+    return own if own in models else "base"
+
+
 def pretrain_seeded(models: dict, name: str) -> bool:
     """Whether model ``name`` is (or is built from) a base declared ``pretrain_seeded``."""
     spec = models[name]

@@ -21,6 +21,7 @@ from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.models import build_model, keyed_section, model_cached, model_config, model_id
+from rlvr.experiments.replicates import reference_base
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
@@ -89,7 +90,7 @@ def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:
     """The models the evaluations ``evals`` sample, with what they are built from (base, teachers)."""
     need = {"base"} | {m for e in evals for m in exp.evaluations[e].models}
     for m in list(need):
-        need.add(exp.models[m].base)
+        need.update((exp.models[m].base, reference_base(exp.models, m)))
         t = exp.models[m].teacher
         while t:
             need.update((t, exp.models[t].base))
@@ -314,7 +315,8 @@ def _eval_target(exp: Experiment, c: Cell, out: Path, built: dict[str, dict]):
     info = built[model_id(c.model, c.seed)]
     path = next(p for p in info["milestones"] if Path(p).name == c.milestone) if c.milestone else info["path"]
     cfg = model_config(exp, exp.models[c.model], c.seed)
-    key = (f"{info['key']}|{built['base']['key']}|{Path(path).name}|{config_hash(cfg.task)}"
+    reference = built[reference_base(exp.models, c.model)]["key"]  # the base that scores its samples
+    key = (f"{info['key']}|{reference}|{Path(path).name}|{config_hash(cfg.task)}"
            f"|{config_hash(keyed_section(cfg, 'sampling'))}")
     if exp.evaluations[c.eval].kind == "weights":  # the cell covers the kept checkpoints too
         key += "|" + ",".join(Path(p).name for p in info.get("milestones", [])) + WEIGHTS_CELL
@@ -332,6 +334,7 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
     ev = exp.evaluations[c.eval]
     path, cfg, d, key = _eval_target(exp, c, out, built)
     info = built[model_id(c.model, c.seed)]
+    reference = built[reference_base(exp.models, c.model)]  # each pretraining seed's own base
     if info.get("restored") and not Path(path).exists():
         raise UserError(f"{c.id}: the model's record was restored from {info['restored']} (--resume-published) "
                         f"without its weights, and this evaluation is not among the published cells; delete "
@@ -340,10 +343,10 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
         return evaluate_dynamics(built[model_id(c.model, c.seed)]["run"], d, key)
     if ev.kind == "weights":  # every kept checkpoint of the model and its final one, in one cell
         info = built[model_id(c.model, c.seed)]
-        return evaluate_weights(path, info.get("milestones", []), built["base"]["path"], cfg, get_task(cfg), ev,
+        return evaluate_weights(path, info.get("milestones", []), reference["path"], cfg, get_task(cfg), ev,
                                 SAMPLING_SEED, d, key)
     task = retention_task(cfg, ev.task) if ev.task else get_task(cfg)
-    return evaluate_model(path, built["base"]["path"], cfg, task, ev.problems, ev.n, ev.temperature,
+    return evaluate_model(path, reference["path"], cfg, task, ev.problems, ev.n, ev.temperature,
                           ev.top_p, ev.perplexity, SAMPLING_SEED, d, key, on_chunk, ev.offset, ev.gold_nll)
 
 

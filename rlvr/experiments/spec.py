@@ -71,6 +71,9 @@ KINDS = ("base", "rl", "sft", "sft_gold", "distill", "sft_then_rl", "parallel", 
 all gold traces; SFT on a teacher model's verified-right samples; SFT then RL (half the budget
 each); parallel averaging of the SFT and RL updates; RL for ``excursions.steps`` optimiser steps, the
 budget of the others (docs/methods/excursions.md)."""
+TAUGHT = ("distill", "rl")
+"""The kinds that may name a teacher: SFT on its verified samples; on-policy distillation (an ``rl`` model
+whose loss is ``opd``)."""
 EVAL_KINDS = ("samples", "weights", "dynamics")
 """Evaluation kinds: sample and score; weight-space measures at every kept checkpoint; an RL model's
 per-step training series (see :attr:`EvalSpec.kind`)."""
@@ -90,8 +93,10 @@ class ModelSpec:
     overrides: tuple[str, ...] = ()
     """Config overrides of this model, after the experiment's."""
     teacher: str = ""
-    """A distill model's teacher: a model declared before it (only a distill model has one); "" = the
-    checkpoint its config's ``excursions.teacher`` names."""
+    """A model declared before it that teaches this one: a distill model's (SFT on its verified-right
+    samples; "" = the checkpoint its config's ``excursions.teacher`` names) or an ``rl`` model's with
+    ``loss.name=opd`` (on-policy distillation: it scores every sampled token; ``loss.teacher`` is set to
+    its checkpoint)."""
     milestones: int = 0
     """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
     evaluations with milestones and weights evaluations (the final model is not counted)."""
@@ -114,7 +119,8 @@ class ModelSpec:
     def __post_init__(self):
         check_ranges(self, self.RANGES)
         check(self.kind in KINDS, "kind", f"unknown {self.kind!r}; use one of {', '.join(KINDS)}")
-        check(self.kind == "distill" or not self.teacher, "teacher", "only a distill model has a teacher")
+        check(self.kind in TAUGHT or not self.teacher, "teacher",
+              "only a distill model or an rl model with loss.name=opd (on-policy distillation) has a teacher")
         check(self.kind != "base" or not self.seeded, "", "a base model is pretrained once; it cannot be seeded")
         check(self.kind != "base" or self.base == "base", "base",
               "a base model takes no base (give it overrides or a start)")

@@ -355,8 +355,8 @@ def test_an_unseeded_model_keeps_the_configs_seed_and_a_distill_model_may_take_t
     assert model_config(exp, exp.models["base"], None).train.seed == 5
     assert model_config(exp, exp.models["rl"], 1).train.seed == 1  # a seeded model: its seed
     assert spec.ModelSpec(name="d", kind="distill").teacher == ""
-    with pytest.raises(ConfigError, match="only a distill model has a teacher"):
-        spec.ModelSpec(name="r", kind="rl", teacher="t")
+    with pytest.raises(ConfigError, match="only a distill model or an rl model with loss.name=opd"):
+        spec.ModelSpec(name="r", kind="sft", teacher="t")
 
 
 def test_fields_added_since_keys_were_published_leave_keys_unchanged_at_their_value():
@@ -523,3 +523,56 @@ def test_a_fresh_replication_declares_seeds_no_earlier_run_used():
         spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "b": {"kind": "rl",
                                                                                           "first_seed": 3}},
                     "evaluations": {}, "claims": []}, "x")
+
+
+def test_an_rl_model_with_a_teacher_is_on_policy_distillation_from_that_model():
+    """loss.teacher names the declared teacher in the resolved config (so the key is the same on every
+    machine) and becomes its checkpoint when the model trains; an rl model whose loss is not opd cannot
+    take a teacher (the config says which loss reads it); an sft model takes none at all."""
+    from rlvr.config import ConfigError
+    from rlvr.experiments.models import TEACHER_REF, model_config
+
+    models = {"base": {"kind": "base"}, "teacher": {"kind": "base", "overrides": ["pretrain.tokens=3000"]},
+              "opd": {"kind": "rl", "seeded": True, "teacher": "teacher",
+                      "overrides": ["loss.name=opd", "algo.zero_var_filter=false"]}}
+    decl = {"name": "x", "title": "t", "models": models,
+            "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "opd"]}},
+            "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
+                        "args": {"eval": "e", "model": "opd", "against": "base", "k": 1}, "expect": "positive"}]}
+    exp = spec.parse(decl, "x")
+    assert model_config(exp, exp.models["opd"], 0).loss.teacher == f"{TEACHER_REF}teacher"
+    grpo = spec.parse({**decl, "models": {**models, "opd": {**models["opd"], "overrides": ["loss.name=grpo"]}}}, "x")
+    with pytest.raises(ConfigError, match="loss.teacher: is read only by loss.name=opd"):
+        model_config(grpo, grpo.models["opd"], 0)
+    with pytest.raises(UserError, match="only a distill model or an rl model"):
+        spec.parse({**decl, "models": {**models, "opd": {"kind": "sft", "teacher": "teacher"}}}, "x")
+
+
+def test_each_pretraining_seeds_samples_are_scored_under_its_own_base():
+    from rlvr.experiments.replicates import pretrain_index, reference_base
+    from rlvr.experiments.runner import needed_models
+
+    exp = spec.parse({"name": "x", "title": "t", "seeds": 2, "pretrain_seeds": 3,
+                      "models": {"base": {"kind": "base", "pretrain_seeded": True},
+                                 "teacher": {"kind": "base", "overrides": ["model.d_model=64"]},
+                                 "rl": {"kind": "rl", "seeded": True}},
+                      "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["rl", "teacher"]}},
+                      "claims": []}, "x")
+    assert [pretrain_index(m) for m in ("rl", "rl@p2", "base@p1", "a@pb")] == [0, 2, 1, 0]
+    assert [reference_base(exp.models, m) for m in ("rl", "rl@p1", "rl@p2", "teacher", "base@p2")] == \
+        ["base", "base@p1", "base@p2", "base", "base@p2"]
+    assert {"base", "base@p1", "base@p2", "teacher"} <= needed_models(exp, ("e",))
+
+
+def test_the_index_lists_declared_experiments_without_a_page_as_declared_not_run(tmp_path):
+    import json
+
+    from rlvr.experiments.page import write_index
+
+    (tmp_path / "boundary").mkdir()
+    (tmp_path / "boundary" / "table.json").write_text(json.dumps({"experiment": "boundary", "status": "complete",
+                                                                  "claims": []}))
+    text = write_index(tmp_path).read_text()
+    waiting = text[text.index("## Declared, not run"):]
+    assert "| boundary |" not in waiting and all(f"| {n} |" in waiting for n in spec.names() if n != "boundary")
+    assert "declared, not run" in waiting

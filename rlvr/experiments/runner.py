@@ -17,10 +17,11 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.retention import retention_task
+from rlvr.experiments.base_weights import agreed_weights, check_same_base, recorded_base_weights
 from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
-from rlvr.experiments.models import build_model, keyed_section, model_cached, model_config, model_id
+from rlvr.experiments.models import base_identity, build_model, keyed_section, model_cached, model_config, model_id
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
@@ -148,7 +149,10 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
-    none was missing)."""
+    none was missing); the bases are then taken by their declared identity, never read or
+    pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
+    first checks that the folder's finished models started from the local base's weights
+    (:func:`~rlvr.experiments.base_weights.check_same_base`)."""
     if cached_only and (part is not None or max_minutes is not None):
         raise UserError("reading only the cached cells (--page-only) covers every part: drop --part and --max-minutes")
     cells, evals = part_cells(exp, seeds, (part,) if isinstance(part, int) else part)
@@ -163,6 +167,14 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         return max_minutes is not None and time.time() - t0 > 60 * max_minutes
 
     missing = 0
+    bases = recorded_base_weights(exp, out, lambda m: seeds_of(exp, m, seeds))
+
+    def same_base(c: Cell) -> None:  # before c is trained or evaluated here
+        spec = exp.models[c.model]
+        base = c.model if spec.kind == "base" else spec.base
+        if base in built:
+            check_same_base(bases, base, built[base], c.id, out)
+
     slow = {} if cached_only else slow_bf16(exp, cells)
     for m, why in slow.items():
         warn(f"{m}: not trained (unless already on disk): it {why}")
@@ -170,9 +182,17 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     try:
         if jobs > 1 and not cached_only:
             stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar,
-                                      progress != "none", slow)
+                                      progress != "none", slow, same_base)
         else:
             for c in cells:
+                spec = exp.models[c.model]
+                if cached_only and spec.kind == "base":  # its identity: nothing is computed from it
+                    t = time.time()
+                    built[model_id(c.model, c.seed)] = base_identity(exp, spec, c.seed,
+                                                                     agreed_weights(bases, c.model))
+                    timings[c.id] = time.time() - t
+                    bar.update(1)
+                    continue
                 if ((c.model in slow or cached_only or over_budget())
                         and not model_cached(exp, exp.models[c.model], c.seed, out, built)):
                     if c.model in slow:  # not on disk, and this machine does not train it
@@ -184,6 +204,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                         missing += 1
                     bar.update(1)
                     continue
+                if spec.kind != "base" and not model_cached(exp, spec, c.seed, out, built):
+                    same_base(c)  # about to train it
                 t = time.time()
                 try:
                     built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
@@ -199,13 +221,16 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
-            if (cached_only or over_budget()) and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
+            cached = eval_cached(*_eval_target(exp, c, out, built)[-2:])
+            if (cached_only or over_budget()) and not cached:
                 if not cached_only:
                     stopped = True
                     break
                 missing += 1
                 bar.update(1)
                 continue
+            if not cached:
+                same_base(c)  # about to evaluate it
             t = time.time()
             _run_eval(exp, c, out, built, None if progress == "none" else _chunk_note(c))
             timings[c.id] = time.time() - t
@@ -230,10 +255,11 @@ def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threa
 
 def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
                     failed: dict, jobs: int, over_budget, bar, say: bool = True,
-                    skip: dict[str, str] | None = None) -> bool:
+                    skip: dict[str, str] | None = None, before_training=None) -> bool:
     """Build ``cells`` with ``jobs`` worker processes: a model starts once what it is built from
     (the base, its teacher) is built; cached models are read in this process; a model in ``skip``
-    that is not cached is not trained (failed, with its reason). Fills ``built``,
+    that is not cached is not trained (failed, with its reason); ``before_training(cell)`` runs
+    before one starts (it may stop the run). Fills ``built``,
     ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
     when a model starts and ends (the workers train without progress bars)."""
     import os
@@ -275,6 +301,8 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                 elif len(running) < jobs:
                     stopped = stopped or over_budget()
                     if not stopped:
+                        if before_training is not None:
+                            before_training(c)
                         todo.remove(c)
                         job = pool.submit(_build_one, exp, c, str(out), dict(built), threads)
                         running[job] = (c, time.time())
@@ -332,7 +360,7 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
     ev = exp.evaluations[c.eval]
     path, cfg, d, key = _eval_target(exp, c, out, built)
     info = built[model_id(c.model, c.seed)]
-    if info.get("restored") and not Path(path).exists():
+    if info.get("restored") and not Path(path).exists() and not eval_cached(d, key):
         raise UserError(f"{c.id}: the model's record was restored from {info['restored']} (--resume-published) "
                         f"without its weights, and this evaluation is not among the published cells; delete "
                         f"{out / 'models' / model_id(c.model, c.seed)} to train it again")

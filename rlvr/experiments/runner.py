@@ -9,6 +9,7 @@ missing is reported as "not run yet", never guessed.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from rlvr.experiments.models import base_identity, build_model, keyed_section, m
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
-from rlvr.model.precision import config_spec, resolve_dtype
+from rlvr.model.precision import ENV_PIN, config_spec, resolve_dtype
 from rlvr.train.state import get_task
 
 BF16_ARM_MIN_RATIO = 0.5
@@ -122,9 +123,14 @@ def part_cells(exp: Experiment, seeds: int, parts: tuple[int, ...] | None) -> tu
 
 def slow_bf16(exp: Experiment, cells: list[Cell]) -> dict[str, str]:
     """{model: why it is not trained here} for the models of ``cells`` declared in bf16
-    (``model.dtype=bfloat16``) when bf16 autocast runs below :data:`BF16_ARM_MIN_RATIO` of float32's
-    speed on this machine (the cached measurement behind ``model.dtype=auto``; where ``auto`` is
-    pinned, the pin decides); {} in the quick form, which trains everything."""
+    (``model.dtype=bfloat16``) unless bf16 autocast is known to run at least :data:`BF16_ARM_MIN_RATIO`
+    of float32's speed on this machine (the cached measurement behind ``model.dtype=auto``; where
+    ``auto`` is pinned, the pin decides); {} in the quick form, which trains everything.
+
+    Where the speed is not measured (the probe does not measure on a busy machine, and caches
+    nothing) the models are not trained either, and the reason says so rather than "too slow": an
+    unmeasured CPU may run bf16 at 0.02-0.16x float32 (hours for a 30-minute part), and the next run
+    on a quiet machine measures and decides."""
     cfgs = {} if exp.is_quick else {c.model: model_config(exp, exp.models[c.model], c.seed) for c in cells}
     bf16 = {m: cfg for m, cfg in cfgs.items() if cfg.model.dtype == "bfloat16"}
     if not bf16:
@@ -134,9 +140,15 @@ def slow_bf16(exp: Experiment, cells: list[Cell]) -> dict[str, str]:
     ratio = (p.measurement or {}).get("ratio")
     if p.dtype == "bfloat16" or (ratio is not None and float(ratio) >= BF16_ARM_MIN_RATIO):
         return {}
-    why = (f"runs in bf16 (model.dtype=bfloat16), which is too slow on this machine ({p.reason}); it trains "
-           f"where the measurement behind model.dtype=auto finds bf16 autocast at least {BF16_ARM_MIN_RATIO}x "
-           "float32 (a CPU with avx512_bf16 or AMX)")
+    rule = (f"it trains where the measurement behind model.dtype=auto finds bf16 autocast at least "
+            f"{BF16_ARM_MIN_RATIO}x float32 (a CPU with avx512_bf16 or AMX)")
+    if ratio is None:
+        then = (f"unset {ENV_PIN} to let the measurement decide" if os.environ.get(ENV_PIN)
+                else "run it again when the machine is quiet (the probe measures then)")
+        why = (f"runs in bf16 (model.dtype=bfloat16), whose speed on this machine is not measured ({p.reason}); "
+               f"{rule}: {then}")
+    else:
+        why = f"runs in bf16 (model.dtype=bfloat16), which is too slow on this machine ({p.reason}); {rule}"
     return {m: why for m in bf16}
 
 
@@ -262,7 +274,6 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
     before one starts (it may stop the run). Fills ``built``,
     ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
     when a model starts and ends (the workers train without progress bars)."""
-    import os
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from multiprocessing import get_context
 

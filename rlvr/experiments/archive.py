@@ -14,6 +14,9 @@ survives the loss of its output folder.
 (it never overwrites a local one): the runner then counts those models and cells as done, and a
 restored cell keeps the time it was computed ("unknown" where its record has none). A model
 restored this way has no checkpoint here; an evaluation it still lacks stops with a message saying so.
+A restored model or cell keeps its record's bytes beside it (:data:`RECORD`), and publishing it again
+unchanged writes those bytes back: a record is the provenance of its cell (when it was computed, on
+which machine), so republishing never rewrites it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from rlvr.experiments.cells import UNKNOWN_TIME, cell_time
 from rlvr.paths import atomic_write
 
 RUN_RECORDS = ("train_summary.json", "machine.json")  # of models/<id>/run/, kept beside done.json
+RECORD = "published_record"
+"""The file in a restored model's or cell's folder holding its published record, byte for byte."""
 
 
 def read_json(path: Path) -> dict | None:
@@ -60,7 +65,9 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
             continue
         rec = {"done": info, **{n: r for n in RUN_RECORDS if (r := read_json(done.parent / "run" / n)) is not None}}
         (dest / "models").mkdir(parents=True, exist_ok=True)
-        atomic_write(dest / "models" / f"{done.parent.name}.json", json.dumps(rec, indent=1))
+        raw, published = _published(done.parent)
+        unchanged = published == {**rec, "done": _unrestored(info)}
+        atomic_write(dest / "models" / f"{done.parent.name}.json", raw if unchanged else json.dumps(rec, indent=1))
         counts["models"] += 1
     for stats_file in sorted(out.glob("evals/*/*/stats.json")):
         stats, key_file = read_json(stats_file), stats_file.parent / "key"
@@ -68,10 +75,29 @@ def save_archive(out: Path, dest: Path, series: tuple[str, ...] = ()) -> dict[st
             continue
         cell = dest / "evals" / stats_file.parent.parent.name / f"{stats_file.parent.name}.json.gz"
         cell.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(cell, _gz({"key": key_file.read_text(), "stats": prune(stats, series),
-                                "computed_at": cell_time(stats_file.parent)}))
+        key, kept = key_file.read_text(), prune(stats, series)
+        raw, published = _published(stats_file.parent)
+        unchanged = published.get("key") == key and published.get("stats") == kept
+        atomic_write(cell, raw if unchanged else _gz({"key": key, "stats": kept,
+                                                      "computed_at": cell_time(stats_file.parent)}))
         counts["evals"] += 1
     return counts
+
+
+def _unrestored(info: dict) -> dict:
+    """A model's ``done.json`` without the mark :func:`restore_archive` adds."""
+    return {k: v for k, v in info.items() if k != "restored"}
+
+
+def _published(folder: Path) -> tuple[bytes, dict]:
+    """(bytes, content) of the published record ``folder`` was restored from (:data:`RECORD`); (b"", {})
+    when it was not restored. The caller writes those bytes back when the folder still holds what
+    the record says (not computed again since)."""
+    try:
+        raw = (folder / RECORD).read_bytes()
+        return raw, json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, ValueError):
+        return b"", {}
 
 
 def restore_archive(src: Path, out: Path) -> dict[str, int]:
@@ -86,14 +112,17 @@ def restore_archive(src: Path, out: Path) -> dict[str, int]:
         for n in RUN_RECORDS:
             if n in rec:
                 atomic_write(d / "run" / n, json.dumps(rec[n], indent=1))
+        atomic_write(d / RECORD, rec_file.read_bytes())
         atomic_write(d / "done.json", json.dumps({**rec["done"], "restored": str(rec_file)}, indent=1))
         counts["models"] += 1
     for cell in sorted(src.glob("evals/*/*.json.gz")):
         d = out / "evals" / cell.parent.name / cell.name.removesuffix(".json.gz")
         if d.exists():
             continue
-        rec = json.loads(gzip.decompress(cell.read_bytes()))
+        raw = cell.read_bytes()
+        rec = json.loads(gzip.decompress(raw))
         atomic_write(d / "key", rec["key"])  # the key first: a cell with a key and no stats is unfinished
+        atomic_write(d / RECORD, raw)
         atomic_write(d / "stats.json", json.dumps(rec["stats"]))
         atomic_write(d / "computed_at", rec.get("computed_at") or UNKNOWN_TIME)
         counts["evals"] += 1

@@ -42,7 +42,7 @@ from rlvr.paths import atomic_write, is_run_dir
 from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
 from rlvr.train.excursions import run_pipeline
 from rlvr.train.loop import train
-from rlvr.train.pretrain import base_model, cached_base, milestone_path
+from rlvr.train.pretrain import base_model, base_path, cached_base, milestone_name, milestone_path
 from rlvr.train.state import get_task
 
 
@@ -121,6 +121,11 @@ def _key(cfg: RunConfig, spec: ModelSpec, start: str, teacher: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _base_key(cfg: RunConfig, spec: ModelSpec) -> str:
+    """A base model's key: its config and the pretraining milestone it is (none for the final base)."""
+    return _key(cfg, spec, "" if spec.start == 1.0 else f"milestone_{spec.start:.2f}", "")
+
+
 def _done(d: Path, key: str) -> dict | None:
     try:
         info = json.loads((d / "done.json").read_text())
@@ -129,11 +134,8 @@ def _done(d: Path, key: str) -> dict | None:
     return info if info.get("key") == key else None
 
 
-def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None,
-            built: dict[str, dict]) -> tuple[str, str, str, str]:
-    """(start checkpoint, teacher checkpoint or "", the start's identity for the key, the teacher's)
-    of a trained model, from the models built before it."""
-    teacher = teacher_id = ""
+def _needs(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str, dict]) -> list[str]:
+    """The ids of what a trained model is built from (its base, its teacher), all in ``built``."""
     needs = [spec.base]
     if spec.teacher:
         t = exp.models[spec.teacher]
@@ -141,9 +143,24 @@ def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None,
     missing = [n for n in needs if n not in built]
     if missing:
         raise UserError(f"{model_id(spec.name, seed)} needs {', '.join(missing)}, which could not be built")
-    if spec.teacher:
-        teacher, teacher_id = built[needs[1]]["path"], built[needs[1]]["key"]
+    return needs
+
+
+def _identities(exp: Experiment, spec: ModelSpec, seed: int | None, built: dict[str, dict]) -> tuple[str, str]:
+    """(the start's identity for the key, the teacher's or "") of a trained model: keys only, so
+    a model is found without its base's weights (:func:`base_identity`)."""
+    needs = _needs(exp, spec, seed, built)
     start_id = built[spec.base]["key"] + ("" if spec.start == 1.0 else f"@{spec.start:.2f}")
+    return start_id, built[needs[1]]["key"] if spec.teacher else ""
+
+
+def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None,
+            built: dict[str, dict]) -> tuple[str, str, str, str]:
+    """(start checkpoint, teacher checkpoint or "", the start's identity for the key, the teacher's)
+    of a trained model, from the models built before it."""
+    needs = _needs(exp, spec, seed, built)
+    teacher = built[needs[1]]["path"] if spec.teacher else ""
+    start_id, teacher_id = _identities(exp, spec, seed, built)
     return str(milestone_path(built[spec.base]["path"], spec.start)), teacher, start_id, teacher_id
 
 
@@ -168,7 +185,7 @@ def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, 
         found = cached_base(cfg.model, cfg.pretrain)
         return found is not None and (spec.start == 1.0 or milestone_path(found, spec.start).exists())
     try:
-        _, _, start_id, teacher_id = _inputs(exp, spec, seed, built)
+        start_id, teacher_id = _identities(exp, spec, seed, built)
     except UserError:  # what it is built from is missing
         return False
     return _done(out / "models" / model_id(spec.name, seed), _key(cfg, spec, start_id, teacher_id)) is not None
@@ -183,14 +200,16 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
     if spec.kind == "base":
         t0 = time.time()
         path = str(milestone_path(base_model(cfg.model, cfg.pretrain, progress), spec.start))
-        at = "" if spec.start == 1.0 else f"milestone_{spec.start:.2f}"
-        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _key(cfg, spec, at, ""),
+        return {"path": path, "milestones": [], "wall_s": time.time() - t0, "key": _base_key(cfg, spec),
                 "weights": weights_digest(path)}
-    start, teacher, start_id, teacher_id = _inputs(exp, spec, seed, built)
-    key = _key(cfg, spec, start_id, teacher_id)
+    key = _key(cfg, spec, *_identities(exp, spec, seed, built))
     info = _done(d, key)
     if info is not None:
         return info
+    if built[spec.base].get("identity_only"):
+        raise UserError(f"{model_id(spec.name, seed)} is not on disk, and reading cells only (--page-only) trains "
+                        "nothing")
+    start, teacher, _, _ = _inputs(exp, spec, seed, built)
     t0 = time.time()
     if spec.kind == "rl":
         if teacher:  # on-policy distillation: the declared teacher's checkpoint scores every token
@@ -201,6 +220,17 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
     info.update(wall_s=time.time() - t0, key=key, base_weights=built[spec.base].get("weights", ""))
     atomic_write(d / "done.json", json.dumps(info, indent=1))
     return info
+
+
+def base_identity(exp: Experiment, spec: ModelSpec, seed: int | None, weights: str = "") -> dict:
+    """A base model as its declared identity, its weights neither read nor pretrained (``--page-only``
+    reads cells and computes nothing from the base, so the local cache does not decide what the page
+    finds): the ``build_model`` info with the base's key and the checkpoint path this cache holds or
+    would hold (whose name the evaluation keys carry); ``weights``: the digest its finished models
+    record (:func:`rlvr.experiments.base_weights.agreed_weights`), "" when unknown."""
+    cfg = model_config(exp, spec, seed)
+    return {"path": str(milestone_name(base_path(cfg.model, cfg.pretrain), spec.start)), "milestones": [],
+            "wall_s": 0.0, "key": _base_key(cfg, spec), "weights": weights, "identity_only": True}
 
 
 def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> dict:

@@ -284,7 +284,8 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
     """Copy the page of ``out`` (README.md, table.json, plots/) to ``docs/<experiment>/``, with the
     records of its models and cells in ``cells/`` (:func:`~rlvr.experiments.archive.save_archive`,
     dynamics cells cut to ``series`` when given), and rebuild ``docs/README.md``: one row per claim
-    of every published experiment, its verdict and a link."""
+    of every published experiment, its verdict and a link. ``table.json``'s ``changes``: the verdicts
+    this publication changed, or, when it changed none, those the last one that did changed."""
     table = json.loads((out / "table.json").read_text())
     if table.get("quick"):
         raise UserError("a quick form checks the machinery, not the claims: publish a full run")
@@ -293,7 +294,9 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     shutil.copy2(out / "README.md", dest / "README.md")
-    table["changes"] = verdict_changes(before.get("claims", []), table["claims"]) if before else []
+    changed = verdict_changes(before.get("claims", []), table["claims"]) if before else []
+    table["changes"] = changed or before.get("changes", [])  # a republication that changes no verdict keeps
+    # the last that did: the index's table of changed verdicts survives a re-render
     (dest / "table.json").write_text(json.dumps(table, indent=1))
     if (out / "plots").is_dir():
         shutil.copytree(out / "plots", dest / "plots")

@@ -9,6 +9,7 @@ missing is reported as "not run yet", never guessed.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -17,15 +18,16 @@ from pathlib import Path
 from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.retention import retention_task
+from rlvr.experiments.base_weights import agreed_weights, check_same_base, recorded_base_weights
 from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
-from rlvr.experiments.models import build_model, keyed_section, model_cached, model_config, model_id
+from rlvr.experiments.models import base_identity, build_model, keyed_section, model_cached, model_config, model_id
 from rlvr.experiments.replicates import reference_base
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
-from rlvr.model.precision import config_spec, resolve_dtype
+from rlvr.model.precision import ENV_PIN, config_spec, resolve_dtype
 from rlvr.train.state import get_task
 
 BF16_ARM_MIN_RATIO = 0.5
@@ -122,9 +124,14 @@ def part_cells(exp: Experiment, seeds: int, parts: tuple[int, ...] | None) -> tu
 
 def slow_bf16(exp: Experiment, cells: list[Cell]) -> dict[str, str]:
     """{model: why it is not trained here} for the models of ``cells`` declared in bf16
-    (``model.dtype=bfloat16``) when bf16 autocast runs below :data:`BF16_ARM_MIN_RATIO` of float32's
-    speed on this machine (the cached measurement behind ``model.dtype=auto``; where ``auto`` is
-    pinned, the pin decides); {} in the quick form, which trains everything."""
+    (``model.dtype=bfloat16``) unless bf16 autocast is known to run at least :data:`BF16_ARM_MIN_RATIO`
+    of float32's speed on this machine (the cached measurement behind ``model.dtype=auto``; where
+    ``auto`` is pinned, the pin decides); {} in the quick form, which trains everything.
+
+    Where the speed is not measured (the probe does not measure on a busy machine, and caches
+    nothing) the models are not trained either, and the reason says so rather than "too slow": an
+    unmeasured CPU may run bf16 at 0.02-0.16x float32 (hours for a 30-minute part), and the next run
+    on a quiet machine measures and decides."""
     cfgs = {} if exp.is_quick else {c.model: model_config(exp, exp.models[c.model], c.seed) for c in cells}
     bf16 = {m: cfg for m, cfg in cfgs.items() if cfg.model.dtype == "bfloat16"}
     if not bf16:
@@ -134,9 +141,15 @@ def slow_bf16(exp: Experiment, cells: list[Cell]) -> dict[str, str]:
     ratio = (p.measurement or {}).get("ratio")
     if p.dtype == "bfloat16" or (ratio is not None and float(ratio) >= BF16_ARM_MIN_RATIO):
         return {}
-    why = (f"runs in bf16 (model.dtype=bfloat16), which is too slow on this machine ({p.reason}); it trains "
-           f"where the measurement behind model.dtype=auto finds bf16 autocast at least {BF16_ARM_MIN_RATIO}x "
-           "float32 (a CPU with avx512_bf16 or AMX)")
+    rule = (f"it trains where the measurement behind model.dtype=auto finds bf16 autocast at least "
+            f"{BF16_ARM_MIN_RATIO}x float32 (a CPU with avx512_bf16 or AMX)")
+    if ratio is None:
+        then = (f"unset {ENV_PIN} to let the measurement decide" if os.environ.get(ENV_PIN)
+                else "run it again when the machine is quiet (the probe measures then)")
+        why = (f"runs in bf16 (model.dtype=bfloat16), whose speed on this machine is not measured ({p.reason}); "
+               f"{rule}: {then}")
+    else:
+        why = f"runs in bf16 (model.dtype=bfloat16), which is too slow on this machine ({p.reason}); {rule}"
     return {m: why for m in bf16}
 
 
@@ -149,7 +162,10 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
-    none was missing)."""
+    none was missing); the bases are then taken by their declared identity, never read or
+    pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
+    first checks that the folder's finished models started from the local base's weights
+    (:func:`~rlvr.experiments.base_weights.check_same_base`)."""
     if cached_only and (part is not None or max_minutes is not None):
         raise UserError("reading only the cached cells (--page-only) covers every part: drop --part and --max-minutes")
     cells, evals = part_cells(exp, seeds, (part,) if isinstance(part, int) else part)
@@ -164,6 +180,14 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         return max_minutes is not None and time.time() - t0 > 60 * max_minutes
 
     missing = 0
+    bases = recorded_base_weights(exp, out, lambda m: seeds_of(exp, m, seeds))
+
+    def same_base(c: Cell) -> None:  # before c is trained or evaluated here
+        spec = exp.models[c.model]
+        base = c.model if spec.kind == "base" else spec.base
+        if base in built:
+            check_same_base(bases, base, built[base], c.id, out)
+
     slow = {} if cached_only else slow_bf16(exp, cells)
     for m, why in slow.items():
         warn(f"{m}: not trained (unless already on disk): it {why}")
@@ -171,9 +195,17 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     try:
         if jobs > 1 and not cached_only:
             stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar,
-                                      progress != "none", slow)
+                                      progress != "none", slow, same_base)
         else:
             for c in cells:
+                spec = exp.models[c.model]
+                if cached_only and spec.kind == "base":  # its identity: nothing is computed from it
+                    t = time.time()
+                    built[model_id(c.model, c.seed)] = base_identity(exp, spec, c.seed,
+                                                                     agreed_weights(bases, c.model))
+                    timings[c.id] = time.time() - t
+                    bar.update(1)
+                    continue
                 if ((c.model in slow or cached_only or over_budget())
                         and not model_cached(exp, exp.models[c.model], c.seed, out, built)):
                     if c.model in slow:  # not on disk, and this machine does not train it
@@ -185,6 +217,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                         missing += 1
                     bar.update(1)
                     continue
+                if spec.kind != "base" and not model_cached(exp, spec, c.seed, out, built):
+                    same_base(c)  # about to train it
                 t = time.time()
                 try:
                     built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
@@ -200,13 +234,16 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
-            if (cached_only or over_budget()) and not eval_cached(*_eval_target(exp, c, out, built)[-2:]):
+            cached = eval_cached(*_eval_target(exp, c, out, built)[-2:])
+            if (cached_only or over_budget()) and not cached:
                 if not cached_only:
                     stopped = True
                     break
                 missing += 1
                 bar.update(1)
                 continue
+            if not cached:
+                same_base(c)  # about to evaluate it
             t = time.time()
             _run_eval(exp, c, out, built, None if progress == "none" else _chunk_note(c))
             timings[c.id] = time.time() - t
@@ -231,13 +268,13 @@ def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threa
 
 def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
                     failed: dict, jobs: int, over_budget, bar, say: bool = True,
-                    skip: dict[str, str] | None = None) -> bool:
+                    skip: dict[str, str] | None = None, before_training=None) -> bool:
     """Build ``cells`` with ``jobs`` worker processes: a model starts once what it is built from
     (the base, its teacher) is built; cached models are read in this process; a model in ``skip``
-    that is not cached is not trained (failed, with its reason). Fills ``built``,
+    that is not cached is not trained (failed, with its reason); ``before_training(cell)`` runs
+    before one starts (it may stop the run). Fills ``built``,
     ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
     when a model starts and ends (the workers train without progress bars)."""
-    import os
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from multiprocessing import get_context
 
@@ -276,6 +313,8 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                 elif len(running) < jobs:
                     stopped = stopped or over_budget()
                     if not stopped:
+                        if before_training is not None:
+                            before_training(c)
                         todo.remove(c)
                         job = pool.submit(_build_one, exp, c, str(out), dict(built), threads)
                         running[job] = (c, time.time())
@@ -335,7 +374,7 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
     path, cfg, d, key = _eval_target(exp, c, out, built)
     info = built[model_id(c.model, c.seed)]
     reference = built[reference_base(exp.models, c.model)]  # each pretraining seed's own base
-    if info.get("restored") and not Path(path).exists():
+    if info.get("restored") and not Path(path).exists() and not eval_cached(d, key):
         raise UserError(f"{c.id}: the model's record was restored from {info['restored']} (--resume-published) "
                         f"without its weights, and this evaluation is not among the published cells; delete "
                         f"{out / 'models' / model_id(c.model, c.seed)} to train it again")

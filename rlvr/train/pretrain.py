@@ -106,19 +106,33 @@ def pretrain(model_cfg: ModelConfig, pre: PretrainConfig, out_dir: str | Path, p
     return out / "final"
 
 
+def base_path(model_cfg: ModelConfig, pre: PretrainConfig) -> Path:
+    """Where the cache holds (or would hold) the ``final`` base checkpoint of this (model, pretrain)
+    config, whether or not it is there."""
+    return cache_root() / "base" / pretrain_key(model_cfg.with_dtype("float32"), pre) / "final"
+
+
 def cached_base(model_cfg: ModelConfig, pre: PretrainConfig) -> Path | None:
     """The cached base checkpoint of this (model, pretrain) config if it exists, else None."""
-    d = cache_root() / "base" / pretrain_key(model_cfg.with_dtype("float32"), pre)
-    return d / "final" if (d / "final" / "model.safetensors").exists() and (d / "pretrain.json").exists() else None
+    final = base_path(model_cfg, pre)
+    return final if (final / "model.safetensors").exists() and (final.parent / "pretrain.json").exists() else None
+
+
+def milestone_name(base: str | Path, fraction: float) -> Path:
+    """The checkpoint a pretraining run saves at ``fraction`` of its budget (``base``: its ``final``
+    checkpoint; 1.0 -> ``base`` itself), whether or not it is there."""
+    base = Path(base)
+    return base if fraction == 1.0 else base.parent / f"milestone_{fraction:.2f}"
 
 
 def milestone_path(base: str | Path, fraction: float) -> Path:
     """The checkpoint a pretraining run saved at ``fraction`` of its budget (``base``: its ``final``
-    checkpoint, as :func:`base_model` returns it; 1.0 -> ``base`` itself)."""
+    checkpoint, as :func:`base_model` returns it; 1.0 -> ``base`` itself); an error naming the
+    milestones it has when that one is missing."""
     base = Path(base)
     if fraction == 1.0:
         return base
-    d = base.parent / f"milestone_{fraction:.2f}"
+    d = milestone_name(base, fraction)
     if not (d / "model.safetensors").exists():
         have = sorted(float(p.name.split("_")[1]) for p in base.parent.glob("milestone_*"))
         raise UserError(f"the base at {base.parent} has no pretraining milestone {fraction:.2f} (it has "
@@ -130,7 +144,7 @@ def milestone_path(base: str | Path, fraction: float) -> Path:
 def base_model(model_cfg: ModelConfig, pre: PretrainConfig, progress: str = "auto") -> Path:
     """The cached base checkpoint for this (model, pretrain) config, pretrained on first use."""
     model_cfg = model_cfg.with_dtype("float32")  # pretraining (and its cache key) stays float32 whatever model.dtype
-    d = cache_root() / "base" / pretrain_key(model_cfg, pre)
+    d = base_path(model_cfg, pre).parent
     if (found := cached_base(model_cfg, pre)) is not None:
         return found
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")

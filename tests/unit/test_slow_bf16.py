@@ -20,7 +20,8 @@ def test_bf16_models_are_refused_where_bf16_is_slow(monkeypatch):
     assert sorted({c.model for c in cells}) == ["base", "bf16", "bf16_logits"]
     monkeypatch.setenv(ENV_PIN, "float32")  # auto pinned: no measurement, the pin decides
     slow = slow_bf16(exp, cells)
-    assert sorted(slow) == ["bf16", "bf16_logits"] and "too slow on this machine" in slow["bf16"]
+    assert sorted(slow) == ["bf16", "bf16_logits"] and "not measured (auto pinned by" in slow["bf16"]
+    assert "too slow" not in slow["bf16"] and f"unset {ENV_PIN}" in slow["bf16"]
     assert slow_bf16(exp, part_cells(exp, 3, (1,))[0]) == {}  # float32 arms are never refused
     assert slow_bf16(exp.quick_form(), cells) == {}
     monkeypatch.setenv(ENV_PIN, "bfloat16")  # a machine where bf16 autocast is faster
@@ -44,3 +45,23 @@ def test_the_measured_ratio_decides(monkeypatch, tmp_path, ratio, refused):
     assert (sorted(slow) == ["bf16", "bf16_logits"]) if refused else slow == {}
     if refused:
         assert f"{ratio:.2f}x the speed of fp32" in slow["bf16"]
+
+
+def test_a_busy_machine_says_bf16_was_not_measured_not_that_it_is_slow(monkeypatch, tmp_path):
+    """The probe refuses to measure on a busy machine: the bf16 arms are not trained (an unmeasured CPU
+    may run bf16 at 0.02x), and the reason is the true one: not measured, the machine busy."""
+    monkeypatch.delenv(ENV_PIN, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("RLVR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(bf16_probe, "busy_reason", lambda threads: "load 3.1 on 2 cores")
+
+    def never(spec):
+        raise AssertionError("a busy machine must not measure")
+
+    monkeypatch.setattr(bf16_probe, "measure", never)
+    exp = load("scalerl")
+    slow = slow_bf16(exp, part_cells(exp, 3, (28,))[0])
+    assert sorted(slow) == ["bf16", "bf16_logits"]
+    why = slow["bf16"]
+    assert "not measured" in why and "busy (load 3.1 on 2 cores)" in why and "when the machine is quiet" in why
+    assert "too slow" not in why

@@ -55,32 +55,26 @@ def over(tmp_path):
             "pipeline.max_lag=1", "pipeline.ray_num_cpus=2", "pipeline.timeout_s=600"]
 
 
-def test_ray_trainer_actor_run_and_clean_shutdown(over, tmp_path):
+def test_ray_trainer_actor_run_distils_and_shuts_down_cleanly(over, tmp_path):
+    """One Ray run (a cluster start costs most of this test, so one run covers both): the trainer actor
+    trains on lagged rollouts and, with loss.name=opd mixed with the verifier's surrogate
+    (loss.reward_coef=1), loads the teacher itself (the generators sample the student only) and scores
+    it in its micro-batches; then no Ray process is left."""
     from rlvr.train.launch import run_training
 
     assert not ray.is_initialized()
-    run = run_training(load_config("quickstart", [*over, "train.steps=3"]), run_dir=tmp_path / "run")
+    tok = CharTokenizer()
+    torch.manual_seed(1)
+    save_policy(TinyGPT(load_config("quickstart", over[:3]).model, tok.vocab_size), tok, tmp_path / "teacher")
+    cfg = load_config("quickstart", [*over, "train.steps=3", "loss.name=opd", f"loss.teacher={tmp_path / 'teacher'}",
+                                     "loss.reward_coef=1.0", "algo.zero_var_filter=false"])
+    run = run_training(cfg, run_dir=tmp_path / "run")
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["lag_max"] <= 1 and sum(r["lag_hist"].values()) == 16 for r in rows)
     assert all("samples_per_s" in r and "trainer_idle_s" in r for r in rows)
+    assert all(r["distill_kl"] > 0 for r in rows)
     assert (run / "checkpoints" / "step_000003").exists()
-    _assert_no_ray_left()
-
-
-def test_ray_trainer_actor_distils_from_a_teacher(over, tmp_path):
-    """On-policy distillation on the Ray backend: the teacher is loaded by the trainer actor (the
-    generators sample the student only) and scored in its micro-batches."""
-    from rlvr.train.launch import run_training
-
-    tok = CharTokenizer()
-    torch.manual_seed(1)
-    save_policy(TinyGPT(load_config("quickstart", over[:3]).model, tok.vocab_size), tok, tmp_path / "teacher")
-    cfg = load_config("quickstart", [*over, "train.steps=2", "loss.name=opd", f"loss.teacher={tmp_path / 'teacher'}",
-                                     "algo.zero_var_filter=false"])
-    run = run_training(cfg, run_dir=tmp_path / "run")
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2] and all(r["distill_kl"] > 0 for r in rows)
     _assert_no_ray_left()
 
 

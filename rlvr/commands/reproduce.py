@@ -83,6 +83,8 @@ def list_experiments(plain: bool = False) -> None:
         for i, part in enumerate(e.parts, 1):
             seeds = part.seeds
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
+            pre = part.pretrain_seeds
+            which += (f", pretraining seed{'s' if len(pre) > 1 else ''} {', '.join(map(str, pre))}" if pre else "")
             cost = f"{part.minutes:.0f} min" if part.minutes else "not measured yet"
             rows.append([f"  --part {i}", "", "", "", f"{cost}, evaluations {', '.join(part.evaluations)}{which}"])
     print_table(["experiment", "full min", "quick min", "claims", "title"], rows, align="lrrrl", plain=plain)

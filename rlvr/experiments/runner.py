@@ -23,7 +23,7 @@ from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.models import base_identity, build_model, keyed_section, model_cached, model_config, model_id
-from rlvr.experiments.replicates import reference_base
+from rlvr.experiments.replicates import pretrain_index, pretrain_seeded, reference_base
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.weights_eval import evaluate_weights
 from rlvr.log import Progress, warn
@@ -88,9 +88,11 @@ def cell_times(exp: Experiment, out: Path, seeds: int):
     return times
 
 
-def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:
-    """The models the evaluations ``evals`` sample, with what they are built from (base, teachers)."""
-    need = {"base"} | {m for e in evals for m in exp.evaluations[e].models}
+def needed_models(exp: Experiment, evals: tuple[str, ...], pretrain: tuple[int, ...] = ()) -> set[str]:
+    """The models the evaluations ``evals`` sample, with what they are built from (base, teachers);
+    only the pretraining seeds ``pretrain`` of the pretrain-seeded models when given (empty: all)."""
+    need = ({"base"} if not pretrain or 0 in pretrain else set()) | {
+        m for e in evals for m in exp.evaluations[e].models if in_pretrain_seeds(exp, m, pretrain)}
     for m in list(need):
         need.update((exp.models[m].base, reference_base(exp.models, m)))
         t = exp.models[m].teacher
@@ -100,23 +102,39 @@ def needed_models(exp: Experiment, evals: tuple[str, ...]) -> set[str]:
     return need
 
 
-def model_cells(exp: Experiment, seeds: int, evals: tuple[str, ...] | None = None) -> list[Cell]:
+def in_pretrain_seeds(exp: Experiment, model: str, pretrain: tuple[int, ...]) -> bool:
+    """Whether ``model`` belongs to the pretraining seeds ``pretrain`` (empty: all; a model not built
+    from a pretrain-seeded base belongs to every pretraining seed)."""
+    return not pretrain or not pretrain_seeded(exp.models, model) or pretrain_index(model) in pretrain
+
+
+def model_cells(exp: Experiment, seeds: int, evals: tuple[str, ...] | None = None,
+                pretrain: tuple[int, ...] = ()) -> list[Cell]:
     """Models in declaration order (a teacher before its student), each seed; only those the
-    evaluations ``evals`` need when given."""
-    need = needed_models(exp, evals) if evals is not None else set(exp.models)
+    evaluations ``evals`` need (of the pretraining seeds ``pretrain``) when given."""
+    need = needed_models(exp, evals, pretrain) if evals is not None else set(exp.models)
     return [Cell("model", m, s) for m in exp.models if m in need for s in seeds_of(exp, m, seeds)]
+
+
+def in_parts(exp: Experiment, parts: tuple[int, ...] | None, ev: str, model: str, seed: int | None) -> bool:
+    """Whether evaluation ``ev`` of ``model`` at ``seed`` is a cell of one of ``parts`` (None: all):
+    the part runs ``ev`` and names (or does not limit) that seed and that pretraining seed."""
+    return parts is None or any(
+        ev in exp.part_evaluations(p) and (not exp.part_seeds(p) or seed is None or seed in exp.part_seeds(p))
+        and in_pretrain_seeds(exp, model, exp.part_pretrain_seeds(p)) for p in parts)
 
 
 def part_cells(exp: Experiment, seeds: int, parts: tuple[int, ...] | None) -> tuple[list[Cell], tuple[str, ...]]:
     """The model cells (each once, in the order of ``parts``) and the evaluations of the given
-    parts (1-based; None = the whole experiment). A part limited to some seeds builds only those."""
+    parts (1-based; None = the whole experiment). A part limited to some seeds (some pretraining
+    seeds) builds only those seeds (those pretraining seeds' models, with what they are built from)."""
     if parts is None:
         return model_cells(exp, seeds), exp.part_evaluations(None)
     cells: list[Cell] = []
     for p in parts:
         evals = exp.part_evaluations(p)  # checks p
         only = exp.part_seeds(p)
-        for c in model_cells(exp, seeds, evals):
+        for c in model_cells(exp, seeds, evals, exp.part_pretrain_seeds(p)):
             if (not only or c.seed is None or c.seed in only) and c not in cells:
                 cells.append(c)
     return cells, tuple(dict.fromkeys(e for p in parts for e in exp.part_evaluations(p)))
@@ -168,7 +186,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     (:func:`~rlvr.experiments.base_weights.check_same_base`)."""
     if cached_only and (part is not None or max_minutes is not None):
         raise UserError("reading only the cached cells (--page-only) covers every part: drop --part and --max-minutes")
-    cells, evals = part_cells(exp, seeds, (part,) if isinstance(part, int) else part)
+    parts = (part,) if isinstance(part, int) else part
+    cells, evals = part_cells(exp, seeds, parts)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     built: dict[str, dict] = {}
@@ -230,7 +249,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 bar.update(1)
     finally:
         bar.close()
-    ecells = [] if stopped else _eval_cells(exp, seeds, built, evals)  # milestones are known now
+    ecells = [] if stopped else _eval_cells(exp, seeds, built, evals, parts)  # milestones are known now
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
@@ -335,13 +354,15 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
     return stopped
 
 
-def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tuple[str, ...]) -> list[Cell]:
+def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tuple[str, ...],
+                parts: tuple[int, ...] | None = None) -> list[Cell]:
+    """The evaluation cells of ``evals`` that belong to ``parts`` (None: all), of the models built."""
     out = []
     for ev in (exp.evaluations[e] for e in evals):
         for m in ev.models:
             for s in seeds_of(exp, m, seeds):
-                if model_id(m, s) not in built:  # its model failed: nothing to evaluate
-                    continue
+                if model_id(m, s) not in built or not in_parts(exp, parts, ev.name, m, s):
+                    continue  # its model failed (nothing to evaluate), or another part's cell
                 out.append(Cell("eval", m, s, ev.name))
                 if ev.milestones and ev.kind == "samples":
                     out += [Cell("eval", m, s, ev.name, Path(p).name)

@@ -20,6 +20,7 @@ Schema (each key is a field below, with its docstring)::
     minutes: 38                          # measured wall minutes of the full run on 2 cores
     parts:                               # optional: evaluations run by `--part N` (1-based), with
       - {evaluations: [t06], minutes: 35}  #   the models they need; cells are shared between parts
+      - {evaluations: [t07], seeds: [0], pretrain_seeds: [0, 1]}  # only these (pretraining) seeds
     models:                              # trained (or pretrained) models, in dependency order
       base: {kind: base}
       rl: {kind: rl, seeded: true, overrides: [...]}
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -62,7 +64,7 @@ from rlvr.config import (
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.replicates import expand
+from rlvr.experiments.replicates import expand, pretrain_seeded
 from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
@@ -241,8 +243,13 @@ class PartSpec:
     """Measured wall minutes."""
     seeds: tuple[int, ...] = ()
     """Train and evaluate only these seeds of the seeded models (empty: every seed)."""
+    pretrain_seeds: tuple[int, ...] = ()
+    """Train and evaluate only these pretraining seeds' models (the copies ``NAME@pP`` of the models built
+    from a pretrain-seeded base, :mod:`rlvr.experiments.replicates`; 0: the models as declared) (empty:
+    every pretraining seed)."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"minutes": NON_NEGATIVE, "seeds": NON_NEGATIVE}
+    RANGES: ClassVar[dict[str, Range]] = {"minutes": NON_NEGATIVE, "seeds": NON_NEGATIVE,
+                                          "pretrain_seeds": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -305,9 +312,10 @@ class Experiment:
     minutes: float = 0.0
     """Measured wall minutes of the full run on 2 cores."""
     parts: tuple[PartSpec, ...] = ()
-    """Its parts; empty = one part, everything. A part that names seeds trains and evaluates only
-    those seeds of its seeded models (an evaluation may then appear in several parts, each with other
-    seeds); every evaluation is in exactly one part, once per seed."""
+    """Its parts; empty = one part, everything. A part that names seeds (or pretraining seeds) trains and
+    evaluates only those seeds of its seeded models (those pretraining seeds' copies of its pretrain-seeded
+    models); an evaluation may then appear in several parts, each with other seeds; every evaluation is in
+    exactly one part, once per seed and pretraining seed."""
     models: dict[str, ModelSpec]
     """The models, in dependency order; one called ``base`` of kind base is every comparison's reference."""
     evaluations: dict[str, EvalSpec]
@@ -364,18 +372,25 @@ class Experiment:
                   f"evaluations.{name}", "a dynamics evaluation reads RL runs; its models must be rl")
 
     def _check_parts(self) -> None:
-        """Every evaluation in exactly one part (once per seed where parts name seeds)."""
-        covered: dict[str, list[int]] = {}
+        """Every evaluation in exactly one part (once per seed and pretraining seed where parts name them)."""
+        covered: dict[str, list[tuple[int, int]]] = {}
         for i, part in enumerate(self.parts):
             for ev in part.evaluations:
                 check(ev in self.evaluations, f"parts[{i}].evaluations", f"unknown evaluation {ev!r}")
-                covered.setdefault(ev, []).extend(part.seeds or range(self.seeds))
+                limited = any(pretrain_seeded(self.models, m) for m in self.evaluations[ev].models)
+                covered.setdefault(ev, []).extend(itertools.product(
+                    part.seeds or range(self.seeds),
+                    (limited and part.pretrain_seeds) or range(self.pretrain_seeds)))  # unlimited: every one
             check(all(s < self.seeds for s in part.seeds), f"parts[{i}].seeds",
                   f"{list(part.seeds)!r}; use seeds among 0..{self.seeds - 1}")
+            check(all(p < self.pretrain_seeds for p in part.pretrain_seeds), f"parts[{i}].pretrain_seeds",
+                  f"{list(part.pretrain_seeds)!r}; use pretraining seeds among 0..{self.pretrain_seeds - 1}")
+        every = sorted(itertools.product(range(self.seeds), range(self.pretrain_seeds)))
         check(not self.parts or (set(covered) == set(self.evaluations)
-                                 and all(sorted(v) == list(range(self.seeds)) for v in covered.values())),
-              "parts", "every evaluation must be in exactly one part (or, for parts that name seeds, once per "
-              f"seed 0..{self.seeds - 1})")
+                                 and all(sorted(v) == every for v in covered.values())),
+              "parts", "every evaluation must be in exactly one part (or, for parts that name seeds"
+              + (f", once per seed 0..{self.seeds - 1})" if self.pretrain_seeds == 1 else " or pretraining seeds, once "
+                 f"per seed 0..{self.seeds - 1} and pretraining seed 0..{self.pretrain_seeds - 1})"))
 
     def part_evaluations(self, part: int | None) -> tuple[str, ...]:
         """The evaluations of ``part`` (1-based; None = all)."""
@@ -388,6 +403,10 @@ class Experiment:
     def part_seeds(self, part: int | None) -> tuple[int, ...]:
         """The seeds ``part`` is limited to (empty: every seed)."""
         return () if part is None else self.parts[part - 1].seeds
+
+    def part_pretrain_seeds(self, part: int | None) -> tuple[int, ...]:
+        """The pretraining seeds ``part`` is limited to (empty: every pretraining seed)."""
+        return () if part is None else self.parts[part - 1].pretrain_seeds
 
     def quick_form(self) -> Experiment:
         """The miniature: quick overrides appended, fewer seeds, n and problems capped."""

@@ -564,6 +564,44 @@ def test_each_pretraining_seeds_samples_are_scored_under_its_own_base():
     assert {"base", "base@p1", "base@p2", "teacher"} <= needed_models(exp, ("e",))
 
 
+def test_a_part_may_select_pretraining_seeds_and_builds_and_evaluates_only_those():
+    from rlvr.config import ConfigError
+    from rlvr.experiments.runner import _eval_cells, part_cells
+
+    decl = {"name": "x", "title": "t", "seeds": 2, "pretrain_seeds": 3,
+            "models": {"base": {"kind": "base", "pretrain_seeded": True},
+                       "teacher": {"kind": "base", "overrides": ["model.d_model=64"]},
+                       "rl": {"kind": "rl", "seeded": True}},
+            "evaluations": {"b": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base"]},
+                            "t": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["teacher"]},
+                            "e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["rl"]}},
+            "parts": [{"evaluations": ["b"], "pretrain_seeds": [0, 1]},
+                      {"evaluations": ["b", "t"], "pretrain_seeds": [2]},  # t: no pretrain-seeded model
+                      {"evaluations": ["e"], "seeds": [0], "pretrain_seeds": [0, 1]},
+                      {"evaluations": ["e"], "seeds": [1], "pretrain_seeds": [0, 1]},
+                      {"evaluations": ["e"], "seeds": [0, 1], "pretrain_seeds": [2]}],
+            "claims": []}
+    exp = spec.parse(decl, "x")
+    assert [exp.part_pretrain_seeds(i) for i in (1, 2, 5, None)] == [(0, 1), (2,), (2,), ()]
+
+    def cells(part):
+        models, evals = part_cells(exp, 2, (part,))
+        built = {f"{c.model}-s{c.seed}" if c.seed is not None else c.model: {} for c in models}
+        return [c.id for c in models], [c.id for c in _eval_cells(exp, 2, built, evals, (part,))]
+
+    assert cells(1) == (["model base", "model base@p1"], ["eval b base", "eval b base@p1"])
+    # the teacher's samples are scored under pretraining seed 0's base: built, but not evaluated here
+    assert cells(2) == (["model base", "model teacher", "model base@p2"], ["eval b base@p2", "eval t teacher"])
+    assert cells(3) == (["model base", "model rl-s0", "model base@p1", "model rl@p1-s0"],
+                        ["eval e rl-s0", "eval e rl@p1-s0"])
+    assert cells(5) == (["model base@p2", "model rl@p2-s0", "model rl@p2-s1"],
+                        ["eval e rl@p2-s0", "eval e rl@p2-s1"])
+    with pytest.raises(ConfigError, match="once per seed 0..1 and pretraining seed 0..2"):
+        spec.parse({**decl, "parts": decl["parts"][:-1]}, "x")  # rl at pretraining seed 2 in no part
+    with pytest.raises(ConfigError, match=r"parts\[0\].pretrain_seeds: .*among 0..2"):
+        spec.parse({**decl, "parts": [{"evaluations": ["b"], "pretrain_seeds": [3]}, *decl["parts"][1:]]}, "x")
+
+
 def test_the_index_lists_declared_experiments_without_a_page_as_declared_not_run(tmp_path):
     import json
 

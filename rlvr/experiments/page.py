@@ -120,7 +120,9 @@ def detail_lines(rows: list[dict]) -> list[str]:
         measure = MEASURES[r["measure"]]
         args = measure.typed(r["args"])
         if any(e.get("pretrain") is not None for e in r.get("estimates", [])):
-            text = "; ".join(f"{p}: {measure.detail(x, args)}" for p, x in d.items())
+            moved = r.get("detail_args", {})  # pretraining seed p's details name its copies NAME@pP
+            text = "; ".join(f"{p}: {measure.detail(x, measure.typed(moved[p]) if p in moved else args)}"
+                             for p, x in d.items())
         else:
             text = measure.detail(d, args)
         out.append(f"- **{r['id']}**: {text}")

@@ -16,7 +16,7 @@ from rlvr.experiments.claims import counts, status_of, verdict_changes
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
 from rlvr.experiments.registry import rounded
-from rlvr.experiments.spec import EvalSpec, Experiment
+from rlvr.experiments.spec import EvalSpec, Experiment, names
 from rlvr.experiments.verdict import NOT_MEASURED, VERDICTS, Estimate, seed_interval
 from rlvr.machine import machine_line
 from rlvr.paths import atomic_write
@@ -305,10 +305,14 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
 
 def write_index(docs: Path) -> Path:
     """``docs/README.md`` from every ``docs/*/table.json``: the counts per status (findings, post hoc
-    and premises apart), every claim's verdict, and every verdict a republication changed."""
+    and premises apart), the declared experiments without a page, every claim's verdict, and every
+    verdict a republication changed."""
     tables = [json.loads(t.read_text()) for t in sorted(docs.glob("*/table.json"))]
-    lines = [INDEX_HEAD, *_count_table(tables), "", "| experiment | claim | kind | verdict | ours | status |",
-             "|---|---|---|---|---|---|"]
+    unrun = [n for n in names() if n not in {t["experiment"] for t in tables}]
+    lines = [INDEX_HEAD, *_count_table(tables), "",
+             *([f"Declared, not run (no page yet): {', '.join(unrun)} (`rlvr reproduce NAME` lists their parts and "
+                "cost).", ""] if unrun else []),
+             "| experiment | claim | kind | verdict | ours | status |", "|---|---|---|---|---|---|"]
     for table in tables:
         link = f"[{table['experiment']}]({table['experiment']}/README.md)"
         for r in table["claims"]:

@@ -523,3 +523,16 @@ def test_a_fresh_replication_declares_seeds_no_earlier_run_used():
         spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "b": {"kind": "rl",
                                                                                           "first_seed": 3}},
                     "evaluations": {}, "claims": []}, "x")
+
+
+def test_the_index_lists_declared_experiments_without_a_page(tmp_path):
+    import json
+
+    from rlvr.experiments.page import write_index
+
+    (tmp_path / "boundary").mkdir()
+    (tmp_path / "boundary" / "table.json").write_text(json.dumps({"experiment": "boundary", "claims": [],
+                                                                  "status": "complete"}))
+    index = write_index(tmp_path).read_text()
+    [line] = [x for x in index.splitlines() if x.startswith("Declared, not run")]
+    assert "scalerl_bend" in line and "boundary" not in line

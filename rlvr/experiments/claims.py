@@ -74,8 +74,8 @@ def judge_replicated(cl: ClaimSpec, exp: Experiment, get: Get, seeds_of: Callabl
         if args is None:
             continue
         model = args["model"] if "model" in args else args["pairs"][0][0]  # association: its first run
-        parts.append((p, judge(dataclasses.replace(cl, args=args), get, seeds_of(model),
-                               seeds_of(args.get("against", "base")), failed)))
+        parts.append((p, {**judge(dataclasses.replace(cl, args=args), get, seeds_of(model),
+                                  seeds_of(args.get("against", "base")), failed), "args": args}))
     if len(parts) == 1:
         return {**parts[0][1], "args": cl.args}
     missing = next((r for _, r in parts if r["verdict"] == NOT_MEASURED), None)
@@ -85,6 +85,7 @@ def judge_replicated(cl: ClaimSpec, exp: Experiment, get: Get, seeds_of: Callabl
     why = "; ".join(f"p{p}: {r['why']}" for p, r in parts if r["why"])
     return {**claim_head(cl), "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
             "verdict": verdict(est, cl.expect, why), "details": {f"p{p}": r["details"] for p, r in parts},
+            "detail_args": {f"p{p}": r["args"] for p, r in parts},  # the models each seed's details name
             "why": why, "seed_level": seed_interval(est).__dict__}
 
 

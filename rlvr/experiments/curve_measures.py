@@ -5,12 +5,14 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
 ``samples`` by default) and reduce it with :mod:`rlvr.analysis.predictability`. Each returns one
 :class:`~rlvr.experiments.verdict.Estimate` per seed (or one shared estimate) and details for the page.
 
-- ``curve_prediction`` (eval, model, fraction, tolerance = 0.02): fit on the first ``fraction`` of the
-  run's compute (R0 fixed to the first evaluation), predict the last evaluation. The estimate is
-  tolerance - |predicted - observed|, with its interval from the fit's bootstrap curves at the end
-  (> 0 beyond the interval: the prediction lies within the tolerance whatever the fit's uncertainty).
-  Not identifiable (:func:`below_jitter`) when the tolerance is below the evaluation's own jitter
-  (:func:`jitter`): one noisy final evaluation could not land within it even from a perfect fit.
+- ``curve_prediction`` (eval, model, fraction, tolerance = 0.02, window = 1): fit on the first
+  ``fraction`` of the run's compute (R0 fixed to the first evaluation), predict the last evaluation
+  (``window`` > 1: the mean of the last ``window`` evaluations, against the fit's mean at their
+  compute). The estimate is tolerance - |predicted - observed|, with its interval from the fit's
+  bootstrap curves at the end (> 0 beyond the interval: the prediction lies within the tolerance
+  whatever the fit's uncertainty). Not identifiable (:func:`below_jitter`) when the tolerance is below
+  the target's own jitter (:func:`jitter` / sqrt(window)): a noisy target could not land within it
+  even from a perfect fit.
 - ``curve_param_diff`` (eval, model, against, param: A | B | C_mid, log = false, tolerance): the mean
   over seeds of ``model``'s fitted parameter minus ``against``'s, one shared estimate whose interval
   resamples seeds and each fit's bootstrap replicates (:func:`rlvr.analysis.predictability.param_diff`).
@@ -41,6 +43,7 @@ import numpy as np
 
 from rlvr.analysis.curves import sigmoid_curve
 from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end, shift_balance
+from rlvr.config import check
 from rlvr.errors import UserError
 from rlvr.experiments.registry import Measure, ModelArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, seed_label
@@ -70,33 +73,47 @@ def jitter(R: np.ndarray) -> float:
 
 
 def curve_prediction(get, args: dict, seeds, against_seeds):
-    frac, tol = float(args["fraction"]), float(args["tolerance"])
+    frac, tol, window = float(args["fraction"]), float(args["tolerance"]), int(args["window"])
     out, details = [], {}
     for s in seeds:
         C, R = curve(get(args["eval"], args["model"], s), args["x"])
         p = predict_end(C, R, frac, n_boot=N_BOOT, seed=s or 0)
         b = p.boot  # the early fit's replicates, at the end without the residual noise of p's interval
-        ends = sigmoid_curve(float(C[-1]), b.R0, b.A, b.B, b.C_mid)
-        e_lo, e_hi = (float(v) - p.observed for v in np.percentile(ends, [2.5, 97.5]))
-        worst = max(abs(e_lo), abs(e_hi), abs(p.error))
-        best = 0.0 if e_lo <= 0 <= e_hi else min(abs(e_lo), abs(e_hi), abs(p.error))
-        out.append(Estimate(s, tol - abs(p.error), tol - worst, tol - best))
-        details[seed_label(s)] = {"predicted": p.predicted, "observed": p.observed, "error": p.error,
+        if window == 1:  # the last evaluation
+            predicted, observed = p.predicted, p.observed
+            ends = sigmoid_curve(float(C[-1]), b.R0, b.A, b.B, b.C_mid)
+        else:  # the mean of the last `window` evaluations against the fit's mean at their compute
+            last_W = C[-window:]
+            predicted = float(sigmoid_curve(last_W, p.fit.R0, p.fit.A, p.fit.B, p.fit.C_mid).mean())
+            observed = float(R[-window:].mean())
+            ends = sigmoid_curve(last_W[None, :], b.R0[:, None], b.A[:, None], b.B[:, None],
+                                 b.C_mid[:, None]).mean(axis=1)
+        error = predicted - observed
+        e_lo, e_hi = (float(v) - observed for v in np.percentile(ends, [2.5, 97.5]))
+        worst = max(abs(e_lo), abs(e_hi), abs(error))
+        best = 0.0 if e_lo <= 0 <= e_hi else min(abs(e_lo), abs(e_hi), abs(error))
+        out.append(Estimate(s, tol - abs(error), tol - worst, tol - best))
+        details[seed_label(s)] = {"predicted": predicted, "observed": observed, "error": error,
                                   "error_interval": [e_lo, e_hi], "bent": p.fit.bent, "points": p.n_points,
-                                  "jitter": jitter(R)}
+                                  "jitter": jitter(R) / np.sqrt(window)}
     return out, details
 
 
 def below_jitter(args: dict, estimates, details: dict) -> str:
-    """Why a prediction cannot pass ('' when it can): its tolerance is below the jitter of the final
-    evaluation it is checked against (the quietest seed's)."""
+    """Why a prediction cannot pass ('' when it can): its tolerance is below the jitter of the target
+    it is checked against (the quietest seed's; the mean of ``window`` evaluations: one's / sqrt(window))."""
     tol = float(args["tolerance"])
     sds = [x["jitter"] for x in details.values() if np.isfinite(x.get("jitter", np.nan))]
     if not sds or tol >= min(sds):
         return ""
     return (f"the tolerance ({100 * tol:.1f} pts) is below one evaluation's own jitter (sd {100 * min(sds):.1f}-"
-            f"{100 * max(sds):.1f} pts, from the step-to-step differences of the series): a perfect fit would "
-            "still miss the final point by more than the tolerance about half the time")
+            f"{100 * max(sds):.1f} pts, from the step-to-step differences of the series{_over_window(args)}): "
+            "a perfect fit would still miss the target by more than the tolerance about half the time")
+
+
+def _over_window(args: dict) -> str:
+    window = int(args.get("window", 1))
+    return f"; the target, a mean of {window}: one evaluation's / sqrt {window}" if window > 1 else ""
 
 
 _FITS: dict[tuple, tuple] = {}
@@ -246,7 +263,13 @@ class PredictionArgs(CurveArgs):
     fraction: float
     """The share of compute the early fit sees."""
     tolerance: float = 0.02
-    """How close the prediction must come to the last evaluation."""
+    """How close the prediction must come to the target."""
+    window: int = 1
+    """The target: the mean of the last ``window`` evaluations (1: the last one)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        check(self.window >= 1, "window", f"must be >= 1 (got {self.window})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -336,8 +359,9 @@ def _param_text(a: dict) -> str:
 FITTED = "seeds and each fit's bootstrap replicates resampled for the curve parameters"
 register(
     Measure("curve_prediction", curve_prediction, PredictionArgs,
-            lambda a: f"{a['tolerance']} - |predicted - observed final pass rate|, fit on the first "
-                      f"{a['fraction']:.0%} of compute, {a['model']}",
+            lambda a: f"{a['tolerance']} - |predicted - observed final pass rate"
+                      + (f" (mean of the last {a['window']})" if a.get("window", 1) > 1 else "")
+                      + f"|, fit on the first {a['fraction']:.0%} of compute, {a['model']}",
             "the early fit's bootstrap curves for the predictions", _prediction_detail, below_jitter, SECTION),
     Measure("curve_param_diff", curve_param_diff, ParamArgs, _param_text, FITTED, _param_detail, unbent, SECTION),
     Measure("curve_shift_balance", curve_shift_balance, CompareArgs,

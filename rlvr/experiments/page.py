@@ -120,7 +120,9 @@ def detail_lines(rows: list[dict]) -> list[str]:
         measure = MEASURES[r["measure"]]
         args = measure.typed(r["args"])
         if any(e.get("pretrain") is not None for e in r.get("estimates", [])):
-            text = "; ".join(f"{p}: {measure.detail(x, args)}" for p, x in d.items())
+            moved = r.get("detail_args", {})  # pretraining seed p's details name its copies NAME@pP
+            text = "; ".join(f"{p}: {measure.detail(x, measure.typed(moved[p]) if p in moved else args)}"
+                             for p, x in d.items())
         else:
             text = measure.detail(d, args)
         out.append(f"- **{r['id']}**: {text}")
@@ -306,10 +308,11 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
 
 def write_index(docs: Path) -> Path:
     """``docs/README.md`` from every ``docs/*/table.json``: the counts per status (findings, post hoc
-    and premises apart), every claim's verdict, and every verdict a republication changed."""
+    and premises apart), every claim's verdict, the declared experiments without a page, and every
+    verdict a republication changed."""
     tables = [json.loads(t.read_text()) for t in sorted(docs.glob("*/table.json"))]
-    lines = [INDEX_HEAD, *_count_table(tables), "", "| experiment | claim | kind | verdict | ours | status |",
-             "|---|---|---|---|---|---|"]
+    lines = [INDEX_HEAD, *_count_table(tables), "",
+             "| experiment | claim | kind | verdict | ours | status |", "|---|---|---|---|---|---|"]
     for table in tables:
         link = f"[{table['experiment']}]({table['experiment']}/README.md)"
         for r in table["claims"]:

@@ -164,3 +164,59 @@ def test_a_prediction_tolerance_below_the_evaluations_jitter_is_not_identifiable
     args = {"eval": "d", "model": "m", "fraction": 0.5}  # the default tolerance: 2 points
     assert "below one evaluation's own jitter" in below_jitter(args, [], details)
     assert below_jitter({**args, "tolerance": 0.1}, [], details) == ""
+
+
+def test_prediction_window_targets_the_mean_of_the_last_evaluations():
+    spiked = {s: series(0.6, 3.0, 4000, s) for s in range(3)}
+    for run in spiked.values():  # the last evaluation 10 points above the curve: one noisy point
+        run["series"]["heldout_pass_rate"][-1] += 0.10
+
+    def get_spiked(ev, model, seed):
+        return spiked[seed]
+
+    args = {"eval": "d", "model": "fast", "fraction": 0.5, "tolerance": 0.03}
+    est, det = curve_prediction(get_spiked, args, [0, 1, 2], [None])
+    assert verdict(est, "positive") == "not reproduced"  # the single last point misses by ~10 points
+    est, det = curve_prediction(get_spiked, {**args, "window": 5}, [0, 1, 2], [None])
+    assert verdict(est, "positive") == "reproduced", det  # the mean of 5 carries a fifth of the spike
+    _, R = curve(spiked[0])
+    assert det["s0"]["observed"] == pytest.approx(R[-5:].mean())
+    assert det["s0"]["error"] == pytest.approx(-0.02, abs=0.01)
+    with pytest.raises(Exception, match="window"):
+        MEASURES["curve_prediction"].typed({**args, "window": 0})
+
+
+def test_the_jitter_of_a_windowed_target_shrinks_by_sqrt_window():
+    noisy = {s: series(0.6, 3.0, 4000, s, noise=0.05) for s in range(3)}
+
+    def get_noisy(ev, model, seed):
+        return noisy[seed]
+
+    args = {"eval": "d", "model": "fast", "fraction": 0.5, "tolerance": 0.03, "x": "samples"}
+    _, one = curve_prediction(get_noisy, {**args, "window": 1}, [0, 1, 2], [None])
+    _, five = curve_prediction(get_noisy, {**args, "window": 5}, [0, 1, 2], [None])
+    assert five["s0"]["jitter"] == pytest.approx(one["s0"]["jitter"] / np.sqrt(5))
+    assert "below one evaluation's own jitter" in below_jitter({**args, "window": 1}, [], one)
+    assert below_jitter({**args, "window": 5}, [], five) == ""
+
+
+def test_the_page_details_of_a_curve_claim_name_each_pretraining_seeds_copies():
+    from rlvr.experiments import spec
+    from rlvr.experiments.claims import judge_all
+    from rlvr.experiments.page import detail_lines
+
+    exp = spec.parse({"name": "x", "title": "t", "seeds": 2, "pretrain_seeds": 2,
+                      "models": {"base": {"kind": "base", "pretrain_seeded": True},
+                                 "fast": {"kind": "rl", "seeded": True}, "slow": {"kind": "rl", "seeded": True}},
+                      "evaluations": {"d": {"kind": "dynamics", "temperature": 1.0, "n": 1, "problems": 1,
+                                            "models": ["fast", "slow"]}},
+                      "claims": [{"id": "c", "claim": "c", "paper": "p", "measure": "curve_param_diff",
+                                  "args": {"eval": "d", "model": "slow", "against": "fast", "param": "A"},
+                                  "expect": "positive"}]}, "x")
+
+    def cell(ev, model, seed):  # the copies NAME@p1 read the same synthetic runs
+        return RUNS[(model.split("@")[0], seed)]
+
+    [row] = judge_all(exp, cell, lambda m: [0, 1])
+    [line] = detail_lines([row])  # each pretraining seed's details are keyed by its own copies' names
+    assert "p0: slow" in line and "p1: slow@p1" in line and "fast@p1 bent in" in line

@@ -613,4 +613,4 @@ def test_the_index_lists_declared_experiments_without_a_page_as_declared_not_run
     text = write_index(tmp_path).read_text()
     waiting = text[text.index("## Declared, not run"):]
     assert "| boundary |" not in waiting and all(f"| {n} |" in waiting for n in spec.names() if n != "boundary")
-    assert "declared, not run" in waiting
+    assert "declared, not run" in waiting and "| scalerl_bend |" in waiting

@@ -238,7 +238,8 @@ def parse_json_line(line: str) -> Any:
 
 def _holds_huge_float(value: Any) -> bool:
     """Whether a parsed JSON value holds a float outside (-9.2e18, 9.2e18) at any depth (an integer
-    literal beyond 64 bits, which orjson rounds to a float, is one)."""
+    literal beyond 64 bits, which orjson rounds to a float, is one). Scalars are checked in the loop,
+    not by a call each: this runs on every row of a samples file."""
     kind = type(value)
     if kind is float:
         return not -9.2e18 < value < 9.2e18
@@ -246,7 +247,11 @@ def _holds_huge_float(value: Any) -> bool:
         value = value.values()
     elif kind is not list:
         return False
-    for item in value:  # a loop, not any(): this runs on every row of a samples file
-        if _holds_huge_float(item):
+    for item in value:
+        kind = type(item)
+        if kind is float:
+            if not -9.2e18 < item < 9.2e18:
+                return True
+        elif (kind is dict or kind is list) and _holds_huge_float(item):
             return True
     return False

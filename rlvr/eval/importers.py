@@ -52,8 +52,8 @@ from rlvr.eval.run_folders import step_files
 from rlvr.eval.samples import iter_samples, validate_row
 from rlvr.eval.tables import iter_table
 from rlvr.paths import parse_json_line
+from rlvr.problems import Problem, prompt_key
 from rlvr.rewards.verify import verify_all
-from rlvr.types import Problem, prompt_key
 
 FORMATS = ("auto", "rlvr", "trl", "verl", "prime-rl", "skyrl", "nemo-rl", "counts", "table")
 FIELDS = ("problem_id", "prompt", "completion", "answer", "gold", "correct", "reward", "n")

@@ -6,6 +6,8 @@
 - :func:`replace_dir`: a directory built in a temporary sibling renamed over the target.
 - :func:`read_jsonl` / :func:`iter_jsonl`: the objects of a JSON-lines file, a bad line a one-line
   UserError naming it.
+- :func:`parse_json_line`: ``json.loads`` of one line, parsed by orjson (about 3x faster) where that
+  gives the same value (for the line-by-line readers of samples files and peers' dumps).
 - :func:`is_run_dir` / :func:`require_run_dir` / :func:`metrics_file`: what makes a folder a run
   directory (its ``config.yaml``) and where its metrics are, each checked in one place.
 - :func:`claim_new_dir`: a folder a new run may write into (missing or empty; ``overwrite`` empties it
@@ -24,6 +26,9 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from rlvr.errors import UserError
 
@@ -216,3 +221,37 @@ def iter_jsonl(path: str | Path, text: str | None = None) -> Iterator[tuple[int,
 def read_jsonl(path: str | Path, text: str | None = None) -> list[dict]:
     """The JSON objects of the lines of ``path`` (or of ``text``): :func:`iter_jsonl` without line numbers."""
     return [row for _, row in iter_jsonl(path, text)]
+
+
+def parse_json_line(line: str) -> Any:
+    """``json.loads(line)``: the same value, or the same ``json.JSONDecodeError`` (message, line,
+    column), parsed by orjson where it can. A line orjson rejects (NaN and Infinity literals, a number
+    that overflows a float, lone surrogates, nesting deeper than 1024, anything not JSON) is parsed
+    again by ``json.loads``, as is one whose value holds a float of magnitude 9.2e18 or more: orjson
+    reads an integer beyond 64 bits as a rounded float, where ``json.loads`` keeps it exact."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+    return json.loads(line) if _holds_huge_float(value) else value
+
+
+def _holds_huge_float(value: Any) -> bool:
+    """Whether a parsed JSON value holds a float outside (-9.2e18, 9.2e18) at any depth (an integer
+    literal beyond 64 bits, which orjson rounds to a float, is one). Scalars are checked in the loop,
+    not by a call each: this runs on every row of a samples file."""
+    kind = type(value)
+    if kind is float:
+        return not -9.2e18 < value < 9.2e18
+    if kind is dict:
+        value = value.values()
+    elif kind is not list:
+        return False
+    for item in value:
+        kind = type(item)
+        if kind is float:
+            if not -9.2e18 < item < 9.2e18:
+                return True
+        elif (kind is dict or kind is list) and _holds_huge_float(item):
+            return True
+    return False

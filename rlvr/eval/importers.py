@@ -51,8 +51,9 @@ from rlvr.eval.peer_records import FLATTEN, PEER_COLUMNS
 from rlvr.eval.run_folders import step_files
 from rlvr.eval.samples import iter_samples, validate_row
 from rlvr.eval.tables import iter_table
+from rlvr.paths import parse_json_line
+from rlvr.problems import Problem, prompt_key
 from rlvr.rewards.verify import verify_all
-from rlvr.types import Problem, prompt_key
 
 FORMATS = ("auto", "rlvr", "trl", "verl", "prime-rl", "skyrl", "nemo-rl", "counts", "table")
 FIELDS = ("problem_id", "prompt", "completion", "answer", "gold", "correct", "reward", "n")
@@ -338,7 +339,7 @@ def _is_rlvr(path: str | Path) -> bool:
         for line in fh:
             if line.strip():
                 try:
-                    row = json.loads(line)
+                    row = parse_json_line(line)
                 except json.JSONDecodeError:
                     return True  # let the rlvr loader report the bad line
                 return isinstance(row, dict) and "problem_id" in row

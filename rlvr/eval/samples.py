@@ -20,7 +20,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.log import ReadProgress
-from rlvr.paths import atomic_write
+from rlvr.paths import atomic_write, parse_json_line
 
 # field -> (allowed python types, may be null, human description)
 _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
@@ -144,7 +144,7 @@ def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[d
             if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
                 continue
             try:
-                row = json.loads(line)
+                row = parse_json_line(line)
             except json.JSONDecodeError as e:
                 raise UserError(
                     f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"

@@ -29,7 +29,7 @@ from rlvr.eval.support import (
     support_rates,
 )
 from rlvr.eval.tally import ExactSum, ProblemTally, Tallies, ToolTally, restrict, tally_rows
-from rlvr.rewards.intrinsic import answer_clusters, majority_vote_reward
+from rlvr.rewards.voting import answer_clusters, majority_vote
 
 Row = Mapping[str, Any]
 Equal = Callable[[str, str], bool]
@@ -94,9 +94,9 @@ def _majority(tallies: Tallies, equal: Equal | None = None) -> dict[str, float |
     solved, parsed, total = [], 0, 0
     for tally in tallies.values():
         group = tally.answer_list()
-        # 1.0 where a sample's answer is equivalent to the majority answer (the same for equal answers)
-        agrees = dict(zip(group, majority_vote_reward([group], equal=equal)[0][0].tolist()))
-        solved.append(float(any(agrees[a] == 1.0 and ok for a, (_, ok) in tally.answers.items() if a is not None)))
+        # True where a sample's answer is equivalent to the majority answer (the same for equal answers)
+        agrees = dict(zip(group, majority_vote(group, equal)[0]))
+        solved.append(float(any(agrees[a] and ok for a, (_, ok) in tally.answers.items() if a is not None)))
         parsed += tally.n - tally.answers.get(None, [0])[0]
         total += tally.n
     return {"majority_accuracy": _mean(solved), "parsable": parsed / total}

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.log import ReadProgress
+from rlvr.paths import parse_json_line
 
 PARQUET_BATCH = 4096  # rows per parquet batch read
 
@@ -91,7 +92,7 @@ def _jsonl_rows(p: Path, quiet: bool) -> Iterator[dict[str, Any]]:
             if line.isspace():
                 continue
             try:
-                row = json.loads(line)
+                row = parse_json_line(line)
             except json.JSONDecodeError as e:
                 raise UserError(f"{p}:{i} is not valid JSON ({e.msg}); fix or delete that line") from None
             if not isinstance(row, dict):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from rlvr.problems import Problem, Verdict
 from rlvr.rewards.pool import get_pool
-from rlvr.types import Problem, Verdict
 
 # Built-in synthetic tasks whose verifiers are bounded regex/integer checks: scored in-process.
 FAST_VERIFY_MODULES = frozenset({"rlvr.tasks.arithmetic", "rlvr.tasks.countdown", "rlvr.tasks.strings",

@@ -349,3 +349,25 @@ def test_disk_full_while_sampling_a_checkpoint_is_one_line_and_resumes(tmp_path,
     monkeypatch.setattr(rlvr.paths.os, "replace", real)
     assert main([*cmd, "--out", str(tmp_path / "cut")]) == 0
     assert (tmp_path / "cut" / "samples.jsonl").read_text() == (tmp_path / "whole" / "samples.jsonl").read_text()
+
+
+def test_eval_from_samples_files_does_not_import_torch(tmp_path: Path) -> None:
+    """Reading samples files (rlvr's own, a peer's JSONL dump) and every statistic after them need no
+    tensor library: importing torch alone took about 3 s of a 1.8 GB file's read (docs/performance.md)."""
+    rows = fake_rows(np.array([0.2, 0.7, 0.9]), 8, seed=1)
+    for r in rows:
+        r["answer"] = "4" if r["correct"] else "5"
+    trained, base = write_samples(tmp_path / "a.jsonl", rows), write_samples(tmp_path / "b.jsonl", rows[::-1])
+    verl = tmp_path / "verl.jsonl"
+    verl.write_text("".join(json.dumps({"input": f"q{i % 3}", "output": "x", "gts": "4", "score": float(i % 2),
+                                        "step": 1}) + "\n" for i in range(12)))
+    code = ("import sys; from rlvr.cli import main\n"
+            f"assert main(['eval', '--samples', {str(trained)!r}, '--base-samples', {str(base)!r}, '--quiet',"
+            f" '--json', {str(tmp_path / 'e.json')!r}]) == 0\n"
+            f"assert main(['eval', '--samples', {str(verl)!r}, '--quiet']) == 0\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    trained_result = json.loads((tmp_path / "e.json").read_text())["trained"]
+    assert trained_result["problems"] == 3 and trained_result["maj_at_k"]  # the vote ran, without torch

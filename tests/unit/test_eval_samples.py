@@ -11,6 +11,7 @@ import pytest
 from rlvr.errors import UserError
 from rlvr.eval.samples import group_by_problem, is_correct, load_samples, write_samples
 from rlvr.eval.summary import compare, summarize
+from rlvr.eval.tables import read_table
 
 
 def row(pid: str = "p0", correct: bool = True, **kw: object) -> dict:
@@ -53,6 +54,8 @@ def test_round_trip_and_atomic_write(tmp_path: Path) -> None:
         ('{"problem_id": "a", "reward": "1.0"}', "line 2: field 'reward' must be a number"),
         ('{"problem_id": "a", "reward": NaN}', "line 2: field 'reward' must be a finite number"),
         ('{"problem_id": "a", "reward": true}', "line 2: field 'reward' must be a number"),
+        ('{"problem_id": "a", "correct": true, "mean_logp": -1e400}',  # orjson rejects it; json.loads: -inf
+         "line 2: field 'mean_logp' must be a finite number, got -inf"),
         ('{"problem_id": 7, "correct": true}', "line 2: field 'problem_id' must be a string"),
         ('{"problem_id": "a", "correct": "yes"}', "line 2: field 'correct' must be true or false"),
         ('{"problem_id": "a", "correct": 1}', "line 2: field 'correct' must be true or false"),
@@ -184,3 +187,39 @@ def test_compare_crossover_needs_the_difference_beyond_its_interval() -> None:
 def test_group_by_problem_keeps_order() -> None:
     groups = group_by_problem([row("b"), row("a"), row("b", False)])
     assert list(groups) == ["b", "a"] and [r["correct"] for r in groups["b"]] == [True, False]
+
+
+# Lines the fast parser (orjson, rlvr.paths.parse_json_line) rejects or would read differently: the
+# readers must give json.loads's rows and json.loads's error messages for them.
+ORJSON_FALLBACK_LINES = [
+    '{"problem_id": "a", "correct": true, "num_tokens": 123456789012345678901234567890}',  # > 64 bits
+    '{"problem_id": "a", "correct": false, "reward": 0.0, "logp_sum": -1e400}',  # -inf in json.loads
+    '{"problem_id": "a", "correct": true, "completion": "\\ud800 lone surrogate"}',
+    '{"problem_id": "a", "correct": true, "extra": NaN, "more": [Infinity, -Infinity]}',
+    '{"problem_id": "a", "correct": true, "num_tokens": 18446744073709551616, "id": -9223372036854775809}',
+]
+
+
+def test_lines_orjson_rejects_read_as_json_loads_reads_them(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(row()), *ORJSON_FALLBACK_LINES])
+    expected = [row(), *(json.loads(line) for line in ORJSON_FALLBACK_LINES)]
+    for read in (load_samples, read_table):
+        rows = read(path)
+        assert repr(rows) == repr(expected)  # repr: nan != nan, and 1 == 1.0 would hide a rounded int
+        assert rows[1]["num_tokens"] == 123456789012345678901234567890
+
+
+@pytest.mark.parametrize("line", ['{"problem_id": "a", "correct": true', '{"problem_id": "a",}', "{oops",
+                                  '{"problem_id": "a"} trailing', '{"problem_id": "\x01"}', "[01]"])
+def test_invalid_json_messages_are_json_loads_messages(tmp_path: Path, line: str) -> None:
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(row()), line])
+    try:
+        json.loads(line + "\n")  # the line as the file holds it (what the readers parsed before orjson)
+    except json.JSONDecodeError as e:
+        error = e
+    with pytest.raises(UserError) as raised:
+        load_samples(path)
+    assert str(raised.value) == f"{path} line 2: invalid JSON ({error.msg} at column {error.colno}); fix that line"
+    with pytest.raises(UserError) as raised:
+        read_table(path)
+    assert str(raised.value) == f"{path}:2 is not valid JSON ({error.msg}); fix or delete that line"

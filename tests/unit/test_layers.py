@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2] / "rlvr"
 
 # bottom to top: a module may import its own layer or lower ones (docs/architecture.md)
 LAYERS = [
-    {"types", "paths", "errors", "log", "console", "metric_names", "machine", "data", "configs", "__init__"},
+    {"types", "problems", "paths", "errors", "log", "console", "metric_names", "machine", "data", "configs",
+     "__init__"},
     {"config"},
     {"algo", "model", "tasks", "rewards"},
     {"rollout"},

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.paths import atomic_write, is_run_dir, metrics_file, require_run_dir
+from rlvr.paths import atomic_write, is_run_dir, metrics_file, parse_json_line, require_run_dir
 
 
 def test_a_run_directory_is_a_folder_with_a_config_file(tmp_path: Path) -> None:
@@ -98,3 +100,71 @@ def test_a_folder_holding_only_an_interrupted_atomic_write_counts_as_empty(tmp_p
     (tmp_path / "config.yaml").write_text("name: x\n")
     with pytest.raises(UserError, match="not empty"):
         claim_new_dir(tmp_path)
+
+
+# Lines orjson reads differently from json.loads (rejects, or rounds to a float), and ordinary ones.
+FALLBACK_LINES = [
+    '{"reward": NaN, "x": Infinity, "y": -Infinity}',  # literals json.loads accepts, orjson rejects
+    '{"reward": 1e400, "y": -1e999}',  # overflows to inf in json.loads, rejected by orjson
+    '{"id": 123456789012345678901234567890}',  # beyond 64 bits: orjson returns a rounded float
+    '{"id": 18446744073709551616, "low": -9223372036854775809, "ok": 18446744073709551615}',
+    '{"nested": [{"deep": [340282366920938463463374607431768211457]}]}',
+    '{"text": "\\ud800 lone high", "t2": "\\udc00"}',  # lone surrogates: kept by json.loads
+    '{"big_float": 1e19, "small": -9.3e18}',  # genuine floats past the bound: parsed again, same value
+    '{"problem_id": "p1", "completion": "a \\"b\\"\\n\\u00e9\\ud83d\\ude00", "reward": 0.30000000000000004, '
+    '"correct": false, "num_tokens": 9223372036854775807, "mean_logp": -0.0, "answer": null}\n',
+    '{"a": 1, "a": 2}',  # a repeated key: the last wins in both
+]
+BAD_LINES = ['{"problem_id": "a", "correct": true', "{oops", '{"a": 1,}', "[01]", '{"a": "\x01"}',
+             "\ufeff{}", '{"a": 1} x', '"\\ud800" 1', "", "   "]
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal values of equal types at every depth (1 != 1.0 here; NaN equals NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        same_value = a == b or (math.isnan(a) and math.isnan(b))
+        return same_value and math.copysign(1, a) == math.copysign(1, b)
+    return a == b
+
+
+@pytest.mark.parametrize("line", FALLBACK_LINES)
+def test_parse_json_line_gives_what_json_loads_gives(line: str) -> None:
+    assert _same(parse_json_line(line), json.loads(line))
+
+
+def test_parse_json_line_keeps_integers_beyond_64_bits_exact() -> None:
+    assert parse_json_line('{"id": 123456789012345678901234567890}')["id"] == 123456789012345678901234567890
+    assert parse_json_line('[-9223372036854775809]') == [-9223372036854775809]
+
+
+@pytest.mark.parametrize("line", BAD_LINES)
+def test_parse_json_line_raises_json_loads_error(line: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(line)
+    with pytest.raises(json.JSONDecodeError) as raised:
+        parse_json_line(line)
+    assert type(raised.value) is json.JSONDecodeError  # json's own, not orjson's subclass
+    assert (raised.value.msg, raised.value.lineno, raised.value.colno, raised.value.pos) == (
+        expected.value.msg, expected.value.lineno, expected.value.colno, expected.value.pos)
+
+
+def _outcome(parse, line: str) -> tuple[str, object]:
+    try:
+        return "value", parse(line)
+    except ValueError as e:
+        return "error", (type(e), str(e))
+    except RecursionError:  # its message names the frame the stack ran out in
+        return "error", RecursionError
+
+
+@pytest.mark.parametrize("depth", [900, 1000, 1100, 5000])
+def test_parse_json_line_nesting_beyond_orjsons_limit_ends_as_json_loads_ends(depth: int) -> None:
+    line = "[" * depth + "]" * depth  # orjson stops at 1024 levels; json.loads at the recursion limit
+    assert _outcome(parse_json_line, line) == _outcome(json.loads, line)
+

@@ -34,7 +34,17 @@ def brute(sizes, correct, unparsable, k) -> float:
     return total / count
 
 
-def test_equals_brute_force_enumeration_to_1e_12():
+@pytest.fixture(params=["windowed DFT", "enumerated"])
+def path(request, monkeypatch):
+    """Each test twice: every k by the windowed DFT (no enumeration), and every k by the sum over vote-count
+    vectors (:func:`majority._enumerated_maj`) wherever it is allowed; the profile cache cleared around."""
+    monkeypatch.setattr(majority, "ENUMERATED", 0 if request.param == "windowed DFT" else 10**9)
+    majority._profile_maj_at_k.cache_clear()
+    yield request.param
+    majority._profile_maj_at_k.cache_clear()
+
+
+def test_equals_brute_force_enumeration_to_1e_12(path):
     rng = random.Random(0)
     cases = 0
     while cases < 120:
@@ -67,7 +77,7 @@ def by_count_vectors(sizes, correct, unparsable, k) -> Fraction:
     return total / math.comb(n, k)
 
 
-def test_equals_exact_sums_over_vote_counts_at_larger_n():
+def test_equals_exact_sums_over_vote_counts_at_larger_n(path):
     """n = 40..70: the windows, the closed form where c surely leads and the skipped vote counts act here
     (their tails are far below 1e-20 of a term), unlike at the brute force's n <= 12."""
     cases = [([30, 5, 3], [True, False, False], 2), ([12, 14, 13], [False, True, False], 1),
@@ -91,6 +101,29 @@ def test_symmetric_classes_at_n_1024_share_the_vote_equally():
                            ([2] * 512, [True] + [False] * 511), ([512, 512], [False, True])]:
         want = sum(correct) / len(correct)
         np.testing.assert_allclose(maj_at_k(sizes, correct, 0, ks), want, rtol=0, atol=5e-12)
+
+
+def test_enumerated_small_k_at_n_1024_is_exact_to_1e_13():
+    """A profile of the large-samples benchmark at k = 16 (4,845 vote-count vectors: enumerated by default):
+    within 1e-13 of the exact sum (the windowed DFT's log-factorials near 6,000 leave it 2e-12 off)."""
+    sizes, correct, unparsable = [920, 28, 32, 22], [True, False, False, False], 22
+    want = float(by_count_vectors(sizes, correct, unparsable, 16))
+    majority._profile_maj_at_k.cache_clear()
+    assert math.comb(16 + 4, 4) <= majority.ENUMERATED
+    assert maj_at_k(sizes, correct, unparsable, [16])[0] == pytest.approx(want, abs=1e-13)
+
+
+@pytest.mark.parametrize(("sizes", "correct", "unparsable"), [
+    ([3, 2, 1], [False, False, False], 2),  # no correct class: 0 at every k
+    ([3, 2, 1], [True, True, True], 0),  # every class correct, every sample parsed: 1 at every k
+    ([3, 2, 1], [True, True, True], 2),  # every class correct but some unparsable: below 1 where k < 3
+    ([4], [True], 3),  # a single class
+])
+def test_trivial_profiles_equal_brute_force(sizes, correct, unparsable):
+    n = sum(sizes) + unparsable
+    ks = list(range(1, n + 1))
+    want = [brute(sizes, correct, unparsable, k) for k in ks]
+    np.testing.assert_allclose(maj_at_k(sizes, correct, unparsable, ks), want, rtol=0, atol=1e-12)
 
 
 def test_a_profile_is_computed_once_in_any_class_order():

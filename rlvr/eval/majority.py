@@ -32,10 +32,11 @@ What keeps it fast without changing its value beyond float rounding (:data:`TAIL
 - where Bin(x; m_c, p) * P(some other class >= x), which bounds what the others' truncation and ties
   change, is below it (c surely leads), the others' sum is one binomial, Binomial(k - x; n - m_c, p),
   in closed form;
-- the remaining x (classes close enough to tie) are done together: every factor's DFT at the N
-  points of the window of Binomial(n - m_c, p), truncated at each x by a cumulative sum over the
-  entries the x cut, multiplied, and the coefficient of t^(k - x) read off; N exceeds that window, so
-  only weight beyond the tails aliases;
+- the remaining x (classes close enough to tie) are done together: each other class's factor,
+  truncated at every x (and its t^x term times every quadrature node s), is one real row; all rows
+  go through one real FFT of length N, the least 2^a 3^b 5^c at least the window of
+  Binomial(n - m_c, p), are multiplied, and one inverse FFT gives the coefficient of t^(k - x); N
+  covers that window, so only weight beyond the tails aliases;
 - an answer-count profile (class sizes with their correctness, unparsable count, ks) is computed once
   (:func:`_profile_maj_at_k` is cached): problems that share one cost one; each class's binomial at
   (m, k, n) likewise (:func:`_class_law`), shared across problems and with the others' pools;
@@ -88,7 +89,7 @@ _LAWS_CACHED = 4096
 """Class laws kept (:func:`_class_law`): at n = 1024 about 25 KiB each at most, 100 MiB in all."""
 
 _BATCH = 1 << 21
-"""Complex entries of one product array (quadrature nodes x vote counts x DFT points): 32 MiB."""
+"""Entries of one product array (quadrature nodes x vote counts x FFT length): 16 to 32 MiB."""
 
 
 def maj_at_k(sizes: Sequence[int], correct: Sequence[bool], unparsable: int, ks: Sequence[int]) -> np.ndarray:
@@ -260,29 +261,18 @@ def _maj_one_k(sizes: list[int], correct: list[bool], unparsable: int, k: int, n
 def _close_shares(xs: np.ndarray, k: int, n: int, pool: int, others: Counter, unparsable: int,
                   laws: dict[int, Binomial]) -> np.ndarray:
     """(X,) for each vote count x of a correct class: E[1/(1+R); every other class <= x, the others'
-    and the unparsable votes summing to k - x] (R: the others tied at x), by DFT over the window of
-    Binomial(pool, p), pool = n - m_c."""
+    and the unparsable votes summing to k - x] (R: the others tied at x), by real FFTs of length N, the
+    window of Binomial(pool, p), pool = n - m_c: each other class's factor for every quadrature node s and
+    every x (its entries a < x, plus s times its entry a = x) is one real row, all transformed at once."""
     pool_law = _class_law(pool, k, n)
-    lo_pool, size = pool_law.lo, pool_law.window.size  # N > the window: only weight beyond the tails aliases
-    f = np.arange(size)
-    roots = np.exp(-2j * np.pi * np.arange(size) / size)  # (N,) roots[j] = w^j
-
-    def dft(pmf: np.ndarray, start: int = 0) -> np.ndarray:
-        """(A, N) pmf[a] w^((start + a) f): the DFT terms of entries start.. of a window, one row each."""
-        return pmf[:, None] * roots[((start + np.arange(pmf.size))[:, None] * f[None, :]) % size]
-
-    def dft_sum(pmf: np.ndarray) -> np.ndarray:
-        """(N,) the DFT of a window's entries (degrees >= N folded onto their residue)."""
-        if pmf.size > size:
-            pmf = np.bincount(np.arange(pmf.size) % size, weights=pmf, minlength=size)
-        return np.fft.fft(pmf, size)
-
+    lo_pool, span = pool_law.lo, pool_law.window.size
+    size = _fft_length(span)  # N >= the window: only weight beyond the tails aliases
     lo_u, pmf_u = laws[unparsable].lo, laws[unparsable].window
-    free = dft_sum(pmf_u)  # (N,)
+    free = np.fft.rfft(_fold(pmf_u, size), size)  # (N // 2 + 1,)
     offset = lo_u + sum(laws[m].lo * q for m, q in others.items())
     rest = k - xs
     shares = np.zeros(xs.size)
-    inside = (rest >= lo_pool) & (rest < lo_pool + size)  # elsewhere the joint weight is below the tails
+    inside = (rest >= lo_pool) & (rest < lo_pool + span)  # elsewhere the joint weight is below the tails
     xs, idx = xs[inside], np.nonzero(inside)[0]
     if not xs.size:
         return shares
@@ -291,22 +281,40 @@ def _close_shares(xs: np.ndarray, k: int, n: int, pool: int, others: Counter, un
     chunk = max(1, _BATCH // (s.size * size))
     for start in range(0, xs.size, chunk):
         part = xs[start: start + chunk]  # (X,) vote counts, ascending
-        product = np.broadcast_to(free, (s.size, part.size, size)).copy()  # (Q, X, N)
+        product = np.broadcast_to(free, (s.size, part.size, free.size)).copy()  # (Q, X, N // 2 + 1)
         for m, q in others.items():
             lo, pmf = laws[m].lo, laws[m].window
-            first, last = (min(max(int(x) - lo, 0), pmf.size) for x in (part[0], part[-1] + 1))
-            middle = dft(pmf[first:last], first)  # (M, N): the entries a truncation at x in part can cut
-            upto = np.zeros((middle.shape[0] + 1, size), complex)  # (M+1, N): a < j
-            np.cumsum(middle, axis=0, out=upto[1:])
-            below = dft_sum(pmf[:first])[None] + upto[np.clip(part - lo, first, last) - first]  # (X, N): a < x
-            tie = np.zeros((part.size, size), complex)  # (X, N): a = x
-            at = part - lo - first
-            held = (at >= 0) & (at < last - first)
-            tie[held] = middle[at[held]]
-            factor = below[None] + s[:, None, None] * tie[None]
+            entry = np.arange(pmf.size)[None, :]  # (1, A) the window's entries, as degrees
+            below = np.where(entry < (part - lo)[:, None], pmf, 0.0)  # (X, A): a < x
+            tie = np.where(entry == (part - lo)[:, None], pmf, 0.0)  # (X, A): a = x
+            rows = below[None] + s[:, None, None] * tie[None]  # (Q, X, A)
+            factor = np.fft.rfft(_fold(rows, size), size)  # (Q, X, N // 2 + 1)
             product *= factor if q == 1 else factor ** q
-        degree = (k - part - offset) % size  # where t^(k - x) sits among the shifted degrees
-        phase = np.conj(roots[(degree[:, None] * f[None, :]) % size])  # (X, N)
-        coef = np.einsum("qxn,xn->qx", product, phase).real / size  # (Q, X)
-        shares[idx[start: start + chunk]] = w @ coef
+        sums = np.fft.irfft(product, size)  # (Q, X, N): the shifted degrees' coefficients
+        degree = (k - part - offset) % size  # where t^(k - x) sits among them
+        shares[idx[start: start + chunk]] = w @ sums[:, np.arange(part.size), degree]
     return shares
+
+
+@functools.lru_cache(maxsize=256)
+def _fft_length(span: int) -> int:
+    """The least 2^a 3^b 5^c >= span: an FFT length pocketfft does fast (a prime one goes by Bluestein)."""
+    return min(two * three * five for two in _powers(2, span) for three in _powers(3, span)
+               for five in _powers(5, span) if two * three * five >= span)
+
+
+def _powers(base: int, span: int) -> list[int]:
+    """base^0, base^1, ... up to the first power >= span."""
+    powers = [1]
+    while powers[-1] < span:
+        powers.append(powers[-1] * base)
+    return powers
+
+
+def _fold(rows: np.ndarray, size: int) -> np.ndarray:
+    """(..., min(A, size)) rows with degrees >= size added onto their residue mod size (circular)."""
+    if rows.shape[-1] <= size:
+        return rows
+    padded = np.zeros(rows.shape[:-1] + (-(-rows.shape[-1] // size) * size,))
+    padded[..., :rows.shape[-1]] = rows
+    return padded.reshape(rows.shape[:-1] + (-1, size)).sum(axis=-2)

@@ -173,3 +173,29 @@ def test_summary_reports_maj_at_k_for_every_k():
     want = [np.mean([brute([2, 1], [True, False], 1, k), brute([1, 3], [True, False], 0, k)]) for k in (1, 2, 4)]
     np.testing.assert_allclose([out["maj_at_k"][k] for k in ("1", "2", "4")], want, atol=1e-12)
     assert out["maj_at_k"]["4"] == out["majority_accuracy"] == 0.5  # no ties at n: the two agree
+
+
+def test_fft_length_is_the_least_5_smooth_length_covering_the_window():
+    """The FFT length: at least the window, only factors 2, 3 and 5, and no such length between."""
+    def smooth(length: int) -> bool:
+        for prime in (2, 3, 5):
+            while length % prime == 0:
+                length //= prime
+        return length == 1
+
+    for span in range(1, 400):
+        length = majority._fft_length(span)
+        assert length >= span and smooth(length)
+        assert not any(smooth(shorter) for shorter in range(span, length))
+    assert majority._fft_length(97) == 100  # a prime window goes to a fast length, not Bluestein
+
+
+def test_fold_adds_degrees_beyond_the_length_onto_their_residue():
+    """Rows longer than the FFT length wrap circularly (degree d lands on d mod N); shorter rows pass."""
+    rows = np.arange(2 * 11, dtype=float).reshape(2, 11)
+    folded = majority._fold(rows, 4)
+    expected = np.zeros((2, 4))
+    for degree in range(11):
+        expected[:, degree % 4] += rows[:, degree]
+    np.testing.assert_array_equal(folded, expected)
+    assert majority._fold(rows, 11) is rows

@@ -178,13 +178,16 @@ def _compositions(k: int, parts: int) -> np.ndarray:
     return counts
 
 
+@functools.lru_cache(maxsize=4096)
 def _log_choose(m: int, k: int) -> np.ndarray:
     """(k + 1,) log C(m, x) for x = 0..k (-inf beyond m), as sums of log((m - i) / (i + 1)): terms of
-    size log C only, so each is exact to a few ulps of it (no log-factorial near log n! is formed)."""
+    size log C only, so each is exact to a few ulps of it (no log-factorial near log n! is formed).
+    Read-only: computed once per (m, k), shared by the problems with a class of m samples."""
     i = np.arange(min(m, k))
     logs = np.full(k + 1, -np.inf)
     logs[0] = 0.0
     logs[1: i.size + 1] = np.cumsum(np.log(m - i) - np.log(i + 1))
+    logs.flags.writeable = False
     return logs
 
 

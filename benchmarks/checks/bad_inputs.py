@@ -309,9 +309,22 @@ def _env(cache: Path) -> dict:
                 PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
+def _code_digest() -> str:
+    """SHA-256 of rlvr's source: the fixtures are made again when the code that wrote them changed (a
+    run saved by older code may hold config keys the current loader refuses)."""
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "rlvr").rglob("*.py")):
+        h.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def fixtures(work: Path, cache: Path) -> None:
-    """A finished 2-step tiny run (pretrains the cached base once) and a samples file from it."""
-    run = work / "fixture_run"
+    """A finished 2-step tiny run (pretrains the cached base once) and a samples file from it, made
+    again when rlvr's source changed since they were made."""
+    run, stamp, digest = work / "fixture_run", work / "fixtures.code", _code_digest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(work / "fixture_eval", ignore_errors=True)
     if not (run / "train_summary.json").exists():
         shutil.rmtree(run, ignore_errors=True)
         subprocess.run([sys.executable, "-c", MAIN, "train", "quickstart", *TINY, f"train.out_dir={work}",
@@ -321,6 +334,7 @@ def fixtures(work: Path, cache: Path) -> None:
         ck = sorted((run / "checkpoints").glob("step_*"))[-1]
         subprocess.run([sys.executable, "-c", MAIN, "eval", str(ck), "--out", str(samples.parent), "--n", "4",
                         "--problems", "4"], env=_env(cache), check=True, capture_output=True)
+    stamp.write_text(digest)
 
 
 def run_case(case: Case, work: Path, cache: Path, timeout: float) -> dict:

@@ -39,14 +39,15 @@ def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _check_ks(ks: Sequence[int] | None, n: int) -> list[int]:
+def check_ks(ks: Sequence[int] | None, n: int, fewest: str = "of any problem",
+             fix: str = "; pass smaller ks") -> list[int]:
+    """``ks`` sorted and deduplicated (None: :func:`default_ks` of ``n``); a UserError unless every k lies in
+    1..n, ``n`` being the fewest samples ``fewest`` names."""
     if ks is None:
         return default_ks(n)
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1 or ks[-1] > n:
-        raise UserError(
-            f"ks must lie in 1..{n} (the fewest samples of any problem), got {ks}; pass smaller ks"
-        )
+        raise UserError(f"ks must lie in 1..{n} (the fewest samples {fewest}), got {ks}{fix}")
     return ks
 
 
@@ -196,7 +197,7 @@ def summarize_tallies(
     n_per = [t.n for t in tallies.values()]
     c_per = [t.correct for t in tallies.values()]
     n = min(n_per)
-    ks = _check_ks(ks, n)
+    ks = check_ks(ks, n)
     per_problem = pass_at_k_matrix(n_per, c_per, ks)  # (P, K)
     lo, hi = bootstrap_ci(per_problem, seed=seed)
     notes = []
@@ -290,7 +291,7 @@ def compare_tallies(
     base_kept, trained_kept = restrict(base_all, common), restrict(trained_all, common)
     n_base = min(t.n for t in base_kept.values())
     n_trained = min(t.n for t in trained_kept.values())
-    ks = _check_ks(ks, min(n_base, n_trained))
+    ks = check_ks(ks, min(n_base, n_trained))
     base = summarize_tallies(base_kept, ks, seed, equal)
     trained = summarize_tallies(trained_kept, ks, seed, equal)
     base_P_K, trained_P_K = _paired_pass_at_k(base_kept, trained_kept, ks)

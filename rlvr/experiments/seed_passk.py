@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.eval.passk import bootstrap_ci, default_ks, pass_at_k_matrix
+from rlvr.eval.passk import bootstrap_ci, pass_at_k_matrix
 from rlvr.eval.samples import is_correct
+from rlvr.eval.summary import check_ks
 from rlvr.experiments.verdict import Estimate, seed_interval
 
 Counts = dict[str, tuple[int, int]]
@@ -51,13 +52,7 @@ def check_same_problems(counts: Sequence[Counts], names: Sequence[str]) -> list[
 
 
 def _ks(counts: Sequence[Counts], ids: Sequence[str], ks: Sequence[int] | None) -> list[int]:
-    n = min(c[p][0] for c in counts for p in ids)
-    if ks is None:
-        return default_ks(n)
-    ks = sorted({int(k) for k in ks})
-    if not ks or ks[0] < 1 or ks[-1] > n:
-        raise UserError(f"ks must lie in 1..{n} (the fewest samples of any problem in any seed), got {ks}")
-    return ks
+    return check_ks(ks, min(c[p][0] for c in counts for p in ids), "of any problem in any seed", fix="")
 
 
 def passk_P_K(counts: Counts, ids: Sequence[str], ks: Sequence[int]) -> np.ndarray:

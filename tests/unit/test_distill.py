@@ -99,14 +99,20 @@ def _batch(beta_rows: int = 4):
     return z, logp, teacher, mask, adv
 
 
-@pytest.mark.parametrize("beta", sorted(HAND))
-def test_opd_loss_is_the_token_mean_divergence_with_its_hand_gradient(beta: float) -> None:
-    z, logp, teacher, mask, adv = _batch()
-    cfg = loss_config("opd", distill_beta=beta)
+def _opd_loss(cfg, z, logp, teacher, mask, adv):
+    """(loss, stats, token weights) of ``policy_loss`` on the batch, on-policy (old_logp = logp)."""
     w = token_weights(mask, 2, cfg.aggregation, dtype=F64)
     inp = LossInputs(logp=logp, old_logp=logp.detach(), adv=adv, mask=mask, weights=w, logits=z,
                      teacher_logits=teacher)
     loss, stats = policy_loss(inp, cfg)
+    return loss, stats, w
+
+
+@pytest.mark.parametrize("beta", sorted(HAND))
+def test_opd_loss_is_the_token_mean_divergence_with_its_hand_gradient(beta: float) -> None:
+    z, logp, teacher, mask, adv = _batch()
+    cfg = loss_config("opd", distill_beta=beta)
+    loss, stats, _ = _opd_loss(cfg, z, logp, teacher, mask, adv)
     loss.backward()
     value, grad = HAND[beta]
     assert cfg.aggregation == "token_mean" and abs(loss.item() - value) < 1e-6  # 6 loss tokens, all equal
@@ -123,10 +129,7 @@ def test_reward_coef_adds_grpo_surrogate_of_the_verifier_advantages() -> None:
         z, logp, teacher, mask, adv = _batch()
         logp = logp.detach().requires_grad_(True)
         cfg = loss_config("opd", reward_coef=coef)
-        w = token_weights(mask, 2, cfg.aggregation, dtype=F64)
-        inp = LossInputs(logp=logp, old_logp=logp.detach(), adv=adv, mask=mask, weights=w, logits=z,
-                         teacher_logits=teacher)
-        loss, _ = policy_loss(inp, cfg)
+        loss, _, w = _opd_loss(cfg, z, logp, teacher, mask, adv)
         loss.backward()
         assert abs(loss.item() - (REVERSE - coef * float((adv[:, None] * w).sum()))) < 1e-6
         got = torch.zeros_like(logp) if logp.grad is None else logp.grad  # coef 0: logp is not used at all

@@ -40,7 +40,6 @@ import numpy as np
 
 from rlvr.errors import UserError
 from rlvr.eval.crossing import CENSOR_DOUBLINGS, crossing_doublings
-from rlvr.eval.passk import bootstrap_ci
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
 from rlvr.experiments import (
     association_measures,
@@ -53,19 +52,13 @@ from rlvr.experiments import (
 )
 from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.registry import MEASURES, Get, Measure, PairArgs, one_of, register
-from rlvr.experiments.verdict import Estimate, seed_label
+from rlvr.experiments.verdict import Estimate, problem_estimate, seed_label
 
 REGISTERED_ELSEWHERE = (association_measures, curve_measures, dynamics_measures, final_measures, series_measures,
                         tool_measures, weight_measures)
 """The modules that register the other measures when imported (so that MEASURES holds them all)."""
 __all__ = ["MEASURES", "Measure", "REGISTERED_ELSEWHERE"]
 
-
-def _estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:
-    if per_problem.size == 0:
-        return Estimate(seed, float("nan"), float("nan"), float("nan"))
-    lo, hi = bootstrap_ci(per_problem, seed=boot_seed)
-    return Estimate(seed, float(per_problem.mean()), float(lo), float(hi))
 
 
 
@@ -100,7 +93,7 @@ def passk_diff(get: Get, args: dict, seeds, against_seeds):
         pm = cell_passk(m, ks)  # (P, K)
         pa = cell_passk(a, ks)
         j = ks.index(k)
-        out.append(_estimate(s, pm[:, j] - pa[:, j]))
+        out.append(problem_estimate(s, pm[:, j] - pa[:, j]))
         cross = crossover_k(ks, pa, pm)
         details["crossover"][seed_label(s)] = cross if cross is not None else f"none up to {ks[-1]}"
         details["model"][seed_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pm.mean(0))}
@@ -140,7 +133,7 @@ def support_balance(get: Get, args: dict, seeds, against_seeds):
     for s, m, a in _pairs(get, args, seeds, against_seeds):
         sm, sa = np.asarray(m["correct"]) > 0, np.asarray(a["correct"]) > 0
         shrunk, expanded = sa & ~sm, sm & ~sa
-        out.append(_estimate(s, shrunk.astype(float) - expanded.astype(float)))
+        out.append(problem_estimate(s, shrunk.astype(float) - expanded.astype(float)))
         cats = {str(i): classify(bool(x), bool(y)) for i, (x, y) in enumerate(zip(sa, sm))}
         counts = support_counts(cats)
         details[seed_label(s)] = {"counts": counts, "rates": support_rates(counts), "k": min(m["n"], a["n"])}
@@ -152,7 +145,7 @@ def entropy_diff(get: Get, args: dict, seeds, against_seeds):
     out, details = [], {}
     for s, m, a in _pairs(get, args, seeds, against_seeds):
         d = np.array([x - y for x, y in zip(m[key], a[key]) if x is not None and y is not None])
-        out.append(_estimate(s, d))
+        out.append(problem_estimate(s, d))
         details[seed_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
                            "against": float(np.mean([y for y in a[key] if y is not None]))}
     return out, details
@@ -170,7 +163,7 @@ def entropy_stability(get: Get, args: dict, seeds, against_seeds):
             raise UserError(f"{args['model']} and the reference were evaluated on different problems")
         d = np.array([abs(x - r) - abs(y - r) for x, y, r in zip(m[key], a[key], ref[key])
                       if x is not None and y is not None and r is not None])
-        out.append(_estimate(s, d))
+        out.append(problem_estimate(s, d))
         details[seed_label(s)] = {"model": float(np.mean([x for x in m[key] if x is not None])),
                               "against": float(np.mean([y for y in a[key] if y is not None])),
                               "reference": float(np.mean([r for r in ref[key] if r is not None]))}
@@ -206,7 +199,7 @@ def _ppl_under_base(get: Get, args: dict, seeds, against_seeds, model_key: str, 
         if model_key not in m or against_key not in a:
             raise UserError(f"{measure} needs evaluation {args['eval']} with perplexity > 0")
         d = np.array([x - y for x, y in zip(m[model_key], a[against_key]) if x is not None and y is not None])
-        out.append(_estimate(s, d))
+        out.append(problem_estimate(s, d))
         details[seed_label(s)] = {"problems": int(d.size),
                                   names[0]: float(np.exp(np.mean([x for x in m[model_key] if x is not None]
                                                                  or [np.nan]))),

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.eval.passk import bootstrap_ci
 from rlvr.experiments.registry import Get, Measure, PairArgs, register
-from rlvr.experiments.verdict import Estimate, seed_label
+from rlvr.experiments.verdict import problem_estimate, seed_label
 
 INTERVAL = "paired bootstrap over problems"
 
@@ -37,10 +36,6 @@ class ContrastArgs(PairArgs):
     control_against: str
     """The control's reference (e.g. the base evaluated without the tool)."""
 
-
-def _estimate(seed: int | None, per_problem: np.ndarray) -> Estimate:
-    lo, hi = bootstrap_ci(per_problem, seed=0)
-    return Estimate(seed, float(per_problem.mean()), float(lo), float(hi))
 
 
 def _side(get: Get, ev: str, model: str, seeds: list[int | None], i: int) -> tuple[int | None, dict]:
@@ -66,7 +61,7 @@ def tool_calls_diff(get: Get, args: dict, seeds, against_seeds):
             raise UserError(f"{args['model']} and {args['against']} were evaluated on different problems")
         cm, ca = _calls(m, args["model"]), _calls(a, args["against"])
         seed = s if s is not None else a_seed
-        out.append(_estimate(seed, cm - ca))
+        out.append(problem_estimate(seed, cm - ca))
         failed = {k: float(np.mean(x.get("failed_calls", [np.nan]))) for k, x in (("model", m), ("against", a))}
         details[seed_label(seed)] = {"model": float(cm.mean()), "against": float(ca.mean()),
                                      "failed_model": failed["model"], "failed_against": failed["against"]}
@@ -93,7 +88,7 @@ def support_contrast(get: Get, args: dict, seeds, against_seeds):
                             "were evaluated on different problems")
         net, net_control = _net_expansion(m, a), _net_expansion(c, ca)
         seed = s if s is not None else a_seed
-        out.append(_estimate(seed, net - net_control))
+        out.append(problem_estimate(seed, net - net_control))
         details[seed_label(seed)] = {"net_model": float(net.mean()), "net_control": float(net_control.mean()),
                                      "k": min(m["n"], a["n"], c["n"], ca["n"])}
     return out, details

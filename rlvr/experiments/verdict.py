@@ -29,7 +29,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy.stats import t as student_t
+
+from rlvr.eval.passk import bootstrap_ci
 
 EXPECTS = ("positive", "negative")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
@@ -64,6 +67,16 @@ class Estimate:
     def label(self) -> str:
         """:func:`seed_label` of this estimate's seeds."""
         return seed_label(self.seed, self.pretrain)
+
+
+def problem_estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int = 0) -> Estimate:
+    """One seed's estimate from per-problem values ``per_problem`` (P,): their mean with the percentile
+    bootstrap interval over problems (``boot_seed`` seeds the draws); no problems (P = 0) gives NaNs,
+    which the verdict reads as inconclusive."""
+    if per_problem.size == 0:
+        return Estimate(seed, float("nan"), float("nan"), float("nan"))
+    lo, hi = bootstrap_ci(per_problem, seed=boot_seed)
+    return Estimate(seed, float(per_problem.mean()), float(lo), float(hi))
 
 
 def side(e: Estimate) -> int:

@@ -65,6 +65,18 @@ def test_tool_calls_diff_by_hand_and_not_measured_without_tool_statistics():
     assert row["verdict"] == "not measured" and "no tool calls" in row["why"]
 
 
+def test_tool_calls_diff_of_no_problems_is_nan_and_inconclusive_like_the_other_measures():
+    # An evaluation of zero problems: the per-problem estimate is NaN (as measures' pass@k ones are),
+    # not a bootstrap error, and the claim reads inconclusive.
+    cells = {("e", "base", None): _stats([], calls=[]), ("e", "rl", 0): _stats([], calls=[])}
+    get = lambda e, m, s: cells[(e, m, s)]  # noqa: E731
+    est, _ = RUN["tool_calls_diff"](get, {"eval": "e", "model": "rl", "against": "base"}, [0], [None])
+    assert np.isnan([est[0].value, est[0].lo, est[0].hi]).all()
+    claim = ClaimSpec(id="c", claim="c", paper="p", measure="tool_calls_diff", expect="positive",
+                      args={"eval": "e", "model": "rl", "against": "base"})
+    assert judge(claim, get, [0], [None])["verdict"] == "inconclusive"
+
+
 def test_support_contrast_is_the_difference_of_net_expansions():
     # with the tool: base solves p0, p1; rl solves p0, p2, p3 -> net (0, -1, +1, +1)
     # without: base_notool solves p0; rl_notool solves p1 -> net (-1, +1, 0, 0)

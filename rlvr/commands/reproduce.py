@@ -71,21 +71,23 @@ def parse_parts(text: str) -> tuple[int, ...]:
 
 def list_experiments(plain: bool = False) -> None:
     """One row per declared experiment (its cost in minutes, full and ``--quick``, and its claims),
-    and under it one row per ``--part``."""
+    and under it one row per ``--part``; minutes not yet measured by a full run read ``~N`` (estimated)."""
     from rlvr.console import print_table
     from rlvr.experiments.spec import load, names
 
     rows = []
     for n in names():
         e = load(n)
-        rows.append([n, f"{e.minutes:.0f}" if e.minutes else "?", f"{e.quick.minutes:.0f}",
+        est = "~" if e.minutes_estimated else ""
+        rows.append([n, f"{est}{e.minutes:.0f}" if e.minutes else "?", f"{e.quick.minutes:.0f}",
                      str(len(e.claims)), e.title])
         for i, part in enumerate(e.parts, 1):
             seeds = part.seeds
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
             pre = part.pretrain_seeds
             which += (f", pretraining seed{'s' if len(pre) > 1 else ''} {', '.join(map(str, pre))}" if pre else "")
-            cost = f"{part.minutes:.0f} min" if part.minutes else "not measured yet"
+            cost = (f"{est}{part.minutes:.0f} min{' (estimated)' if est else ''}" if part.minutes
+                    else "not measured yet")
             rows.append([f"  --part {i}", "", "", "", f"{cost}, evaluations {', '.join(part.evaluations)}{which}"])
     print_table(["experiment", "full min", "quick min", "claims", "title"], rows, align="lrrrl", plain=plain)
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")

@@ -311,6 +311,9 @@ class Experiment:
     need at least 2): the replicates above the RL seeds (:mod:`rlvr.experiments.replicates`)."""
     minutes: float = 0.0
     """Measured wall minutes of the full run on 2 cores."""
+    minutes_estimated: bool = False
+    """True while ``minutes`` and the parts' minutes are estimates (from timed slices, before a full run
+    measured them): ``rlvr reproduce`` lists them as estimates."""
     parts: tuple[PartSpec, ...] = ()
     """Its parts; empty = one part, everything. A part that names seeds (or pretraining seeds) trains and
     evaluates only those seeds of its seeded models (those pretraining seeds' copies of its pretrain-seeded

@@ -267,6 +267,18 @@ def test_part_lists_and_ranges_parse():
             parse_parts(bad)
 
 
+def test_the_listing_marks_estimated_minutes_apart_from_measured_ones(capsys):
+    from rlvr.commands.reproduce import list_experiments
+
+    list_experiments(plain=True)
+    lines = capsys.readouterr().out.splitlines()
+    row = {line.split()[0]: i for i, line in enumerate(lines) if line and not line[0].isspace()}
+    assert spec.load("tools").minutes_estimated and not spec.load("weights").minutes_estimated
+    assert re.match(r"tools\s+~\d+\s", lines[row["tools"]]) and re.match(r"weights\s+\d+\s", lines[row["weights"]])
+    assert re.search(r"--part 1\s+~\d+ min \(estimated\)", lines[row["tools"] + 1])
+    assert re.search(r"--part 1\s+\d+ min, ", lines[row["weights"] + 1])
+
+
 def test_an_evaluation_cell_is_reused_only_under_its_own_key(tmp_path):
     from rlvr.experiments.evaluate import evaluate_model
 

@@ -24,9 +24,10 @@ Get = Callable[[str, str, "int | None"], dict]
 
 def claim_head(cl: ClaimSpec) -> dict:
     """The part of a row the declaration alone decides."""
-    return {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
+    head = {"id": cl.id, "claim": cl.claim, "paper": cl.paper, "expect": cl.expect, "measure": cl.measure,
             "kind": cl.kind, "quantity": MEASURES[cl.measure].describe(MEASURES[cl.measure].typed(cl.args)),
             "args": cl.args}
+    return {**head, "bound": cl.bound} if cl.bound else head  # rows without a bound stay as they were
 
 
 def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[int | None],
@@ -47,7 +48,7 @@ def judge(cl: ClaimSpec, get: Get, seeds: list[int | None], against_seeds: list[
         return {**row, "verdict": NOT_MEASURED, "why": str(e), "missing": str(e)}
     why = measure.identify(args, est, details)
     return {**row, "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
-            "verdict": verdict(est, cl.expect, why), "details": details, "why": why,
+            "verdict": verdict(est, cl.expect, why, cl.bound), "details": details, "why": why,
             "seed_level": seed_interval(est).__dict__}
 
 
@@ -84,7 +85,7 @@ def judge_replicated(cl: ClaimSpec, exp: Experiment, get: Get, seeds_of: Callabl
     est = [dataclasses.replace(e, pretrain=p) for p, r in parts for e in _estimates(r)]
     why = "; ".join(f"p{p}: {r['why']}" for p, r in parts if r["why"])
     return {**claim_head(cl), "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
-            "verdict": verdict(est, cl.expect, why), "details": {f"p{p}": r["details"] for p, r in parts},
+            "verdict": verdict(est, cl.expect, why, cl.bound), "details": {f"p{p}": r["details"] for p, r in parts},
             "detail_args": {f"p{p}": r["args"] for p, r in parts},  # the models each seed's details name
             "why": why, "seed_level": seed_interval(est).__dict__}
 
@@ -152,7 +153,8 @@ def _change_reason(old: dict | None, new: dict | None) -> str:
         why.append("declared a premise (a manipulation check): never counted")
     if new.get("post_hoc") and not old.get("post_hoc"):
         why.append(f"post hoc: {new['post_hoc']}")
-    if (new["measure"], new["args"], new["expect"]) != (old["measure"], old["args"], old["expect"]):
+    if (new["measure"], new["args"], new["expect"], new.get("bound")) != (old["measure"], old["args"], old["expect"],
+                                                                         old.get("bound")):
         why.append("re-declared (its measure, arguments or direction changed)")
     if status_of(new) != status_of(old):
         why.append(_status_reason(old, new))

@@ -74,11 +74,21 @@ def verdict_cell(r: dict) -> str:
     return f"**{status_of(r)}**{why}{late}"
 
 
+def expected(row: dict) -> str:
+    """``positive``, or with a bound ``above -0.05 (non-inferiority, margin 0.05)`` / ``below -0.5``."""
+    bound = row.get("bound")
+    if not bound:
+        return row["expect"]
+    side = "above" if row["expect"] == "positive" else "below"
+    margin = f" (non-inferiority, margin {-bound:g})" if side == "above" and bound < 0 else ""
+    return f"{side} {bound:+g}{margin}"
+
+
 def verdict_table(rows: list[dict]) -> list[str]:
     lines = ["| claim | the paper | ours: mean [seed-level 95% CI] (seed range); per seed value [95% CI] | verdict |",
              "|---|---|---|---|"]
     for r in rows:
-        claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {r['expect']}*"
+        claim = f"{r['claim']} <br>*measured: {r['quantity']}, expected {expected(r)}*"
         lines.append(f"| {claim} | {r['paper']} | {ours(r)} | {verdict_cell(r)} |")
     return lines
 

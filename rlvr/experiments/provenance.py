@@ -3,7 +3,7 @@ were computed before that (a *post hoc* claim: shown as such, never counted; doc
 
 A claim is declared by the commit that added it or last changed what decides its verdict: its
 ``measure``, ``args`` (an evaluation named by its protocol, so renaming it changes nothing),
-``expect`` and ``kind`` (:func:`fingerprint`; rewording the sentence or the paper's reference
+``expect``, ``bound`` and ``kind`` (:func:`fingerprint`; rewording the sentence or the paper's reference
 changes nothing either). A declaration file that differs from the last commit declares
 its changed claims now ("uncommitted"). Without git, or in a shallow clone whose oldest commit
 already holds the claim, the declaration time is unknown: "provenance unknown", never an error.
@@ -28,8 +28,9 @@ import yaml
 EXPLORATORY = "declared exploratory (its data were seen before it was declared)"
 """The post hoc reason of a claim of kind ``exploratory``, whatever its history shows."""
 
-DECIDING = ("measure", "args", "expect", "kind")
-"""The keys of a claim that decide its verdict: a change to any of them declares it again."""
+DECIDING = ("measure", "args", "expect", "kind", "bound")
+"""The keys of a claim that decide its verdict: a change to any of them declares it again (``bound``
+only where it is set: a claim without one keeps the fingerprint it had before bounds existed)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ def fingerprint(claim: dict, evaluations: dict | None = None) -> str:
     """What decides a claim's verdict, as canonical JSON (``kind`` defaults to finding); with the
     declaration's ``evaluations``, the evaluations its args name are replaced by their protocols."""
     decided = {k: claim.get(k, "finding" if k == "kind" else None) for k in DECIDING}
+    if not decided["bound"]:
+        del decided["bound"]
     args = dict(decided["args"] or {})
     for key in ("eval", "dynamics"):
         ev = (evaluations or {}).get(args.get(key))

@@ -30,7 +30,7 @@ from rlvr.experiments.verdict import NOT_MEASURED, Estimate, seed_interval, spre
 def rejudge_row(cl: ClaimSpec, old: dict | None) -> dict:
     """The row of claim ``cl`` from its published row ``old`` (None: it had none)."""
     head = claim_head(cl)
-    decided = {k: head[k] for k in ("measure", "args", "expect")}
+    decided = {k: head[k] for k in ("measure", "args", "expect", "bound") if k in head}
     if old is None or "estimates" not in old or fingerprint({**old, "kind": "finding"}) != fingerprint(
             {**decided, "kind": "finding"}):
         why = ("its cells are not in the published record (the page was published without them): run the "
@@ -41,7 +41,7 @@ def rejudge_row(cl: ClaimSpec, old: dict | None) -> dict:
     est = [Estimate(e["seed"], e["value"], e["lo"], e["hi"], e.get("pretrain")) for e in old["estimates"]]
     why = measure.identify(measure.typed(cl.args), est, old["details"])
     return {**head, "estimates": [{**e.__dict__, "label": e.label} for e in est], "spread": spread(est),
-            "verdict": verdict(est, cl.expect, why), "details": old["details"], "why": why,
+            "verdict": verdict(est, cl.expect, why, cl.bound), "details": old["details"], "why": why,
             "seed_level": seed_interval(est).__dict__}
 
 

@@ -216,6 +216,10 @@ class ClaimSpec:
     """The measure's arguments (evaluations and models it reads; checked by the measure)."""
     expect: str
     """The claimed direction of the measured quantity: positive | negative."""
+    bound: float = 0.0
+    """What ``expect`` is judged against (0: the quantity's sign). Non-inferiority with margin m:
+    ``expect: positive, bound: -m`` (reproduced when every interval's lower end is above -m, not
+    reproduced when every upper end is below it, else inconclusive)."""
     kind: str = "finding"
     """``finding`` (a paper's claim, counted), ``premise`` (a manipulation check: the regime the
     findings need, e.g. "the high learning rate destabilises GRPO"; shown apart, never counted) or

@@ -1,10 +1,12 @@
 """Verdicts of a claim from its per-seed estimates (pure; docs/commands/reproduce.md).
 
-A claim expects a direction: ``positive`` (the measured quantity > 0) or ``negative`` (< 0). Each
-seed gives an estimate with a 95% interval (lo, hi). The status of a claim is one of
+A claim expects a direction: ``positive`` (the measured quantity > 0) or ``negative`` (< 0), judged
+against 0 or against a declared ``bound``: ``expect: positive, bound: -0.05`` is non-inferiority with a
+margin of 0.05 (the quantity above -0.05), ``expect: negative, bound: -0.5`` says it falls below -0.5.
+Each seed gives an estimate with a 95% interval (lo, hi). The status of a claim is one of
 
-- **reproduced**: the claimed direction holds beyond the interval in every seed (lo > 0 for
-  positive, hi < 0 for negative) and beyond the seed-level interval (:func:`seed_interval`: the
+- **reproduced**: the claimed direction holds beyond the interval in every seed (lo > bound for
+  positive, hi < bound for negative) and beyond the seed-level interval (:func:`seed_interval`: the
   mean over seeds with the between-seed variation in it);
 - **not reproduced**: the opposite direction holds beyond the interval in every seed and beyond the
   seed-level interval;
@@ -79,15 +81,17 @@ def problem_estimate(seed: int | None, per_problem: np.ndarray, boot_seed: int =
     return Estimate(seed, float(per_problem.mean()), float(lo), float(hi))
 
 
-def side(e: Estimate) -> int:
-    """+1 when the interval lies above 0, -1 when below, 0 when it covers 0."""
-    return 1 if e.lo > 0 else -1 if e.hi < 0 else 0
+def side(e: Estimate, bound: float = 0.0) -> int:
+    """+1 when the interval lies above ``bound``, -1 when below, 0 when it covers it."""
+    return 1 if e.lo > bound else -1 if e.hi < bound else 0
 
 
-def verdict(estimates: Sequence[Estimate], expect: str, unidentified: str = "") -> str:
+def verdict(estimates: Sequence[Estimate], expect: str, unidentified: str = "", bound: float = 0.0) -> str:
     """The status (one of :data:`VERDICTS`, never ``not measured``: that is decided before any
-    estimate exists) of per-seed ``estimates`` for a claim expecting ``expect``; ``unidentified``
-    (a reason, '' for none): the quantity does not exist on this testbed -> not identifiable here."""
+    estimate exists) of per-seed ``estimates`` for a claim expecting ``expect`` of the quantity
+    against ``bound`` (0: its sign; ``positive`` with bound -m: non-inferiority with margin m, *not
+    reproduced* when every upper end is below -m); ``unidentified`` (a reason, '' for none): the
+    quantity does not exist on this testbed -> not identifiable here."""
     if expect not in EXPECTS:
         raise ValueError(f"expect must be one of {EXPECTS}, got {expect!r}")
     if unidentified:
@@ -95,7 +99,7 @@ def verdict(estimates: Sequence[Estimate], expect: str, unidentified: str = "") 
     if not estimates:
         return INCONCLUSIVE
     want = 1 if expect == "positive" else -1
-    sides = [side(e) for e in estimates] + [side(seed_interval(estimates))]
+    sides = [side(e, bound) for e in estimates] + [side(seed_interval(estimates), bound)]
     if all(s == want for s in sides):
         return REPRODUCED
     if all(s == -want for s in sides):

@@ -41,6 +41,41 @@ def test_verdict_needs_every_seed_and_the_seed_level_interval_beyond_zero():
     assert Estimate(1, 0, 0, 0, pretrain=2).label == "p2-s1" and Estimate(None, 0, 0, 0, pretrain=1).label == "p1"
 
 
+def test_non_inferiority_reads_the_intervals_against_the_margin_by_hand():
+    """expect positive with bound -0.05 (a margin of 0.05): reproduced when every lower end (and the
+    seed level's) is above -0.05, not reproduced when every upper end is below it, else inconclusive."""
+    # three seeds -0.01 [-0.03, +0.01], 0.00 [-0.02, +0.02], +0.01 [-0.01, +0.03]: mean 0, s = 0.01,
+    # between 4.303 x 0.01 / sqrt 3 = 0.0248, h = 0.02 -> seed level 0 +- 0.0319: lower end -0.032 > -0.05
+    level = [E(-0.01, -0.03, 0.01), E(0.0, -0.02, 0.02, 1), E(0.01, -0.01, 0.03, 2)]
+    assert verdict(level, "positive", bound=-0.05) == "reproduced"
+    assert verdict(level, "positive") == "inconclusive"  # as superiority (bound 0): every interval covers 0
+    # all upper ends below -0.05 (seed level -0.10 +- 0.0319): worse than the margin
+    worse = [E(v - 0.10, lo - 0.10, hi - 0.10, e.seed) for e in level for v, lo, hi in [(e.value, e.lo, e.hi)]]
+    assert verdict(worse, "positive", bound=-0.05) == "not reproduced"
+    # one seed's interval [-0.07, -0.03] straddles -0.05: inconclusive
+    mixed = [E(-0.05, -0.07, -0.03), E(0.0, -0.02, 0.02, 1), E(0.01, -0.01, 0.03, 2)]
+    assert verdict(mixed, "positive", bound=-0.05) == "inconclusive"
+    # the other direction: a relative fall claimed beyond -0.5
+    fall = [E(-0.7, -0.8, -0.6), E(-0.65, -0.75, -0.55, 1), E(-0.7, -0.78, -0.62, 2)]
+    assert verdict(fall, "negative", bound=-0.5) == "reproduced"
+    assert verdict(fall, "negative", bound=-0.9) == "not reproduced"
+
+
+def test_a_bound_is_shown_and_decides_the_declaration():
+    from rlvr.experiments.claims import claim_head
+    from rlvr.experiments.page import expected
+    from rlvr.experiments.provenance import fingerprint
+
+    cl = {"id": "c", "claim": "c", "paper": "p", "measure": "passk_diff",
+          "args": {"eval": "e", "model": "rl", "against": "base", "k": 1}, "expect": "positive"}
+    assert fingerprint(cl) == fingerprint({**cl, "bound": 0.0})  # no bound: the fingerprint it always had
+    assert fingerprint(cl) != fingerprint({**cl, "bound": -0.05})  # a new margin declares the claim again
+    head = claim_head(spec.ClaimSpec(**{**cl, "args": cl["args"], "bound": -0.05}))
+    assert head["bound"] == -0.05 and "bound" not in claim_head(spec.ClaimSpec(**cl))
+    assert expected(head) == "above -0.05 (non-inferiority, margin 0.05)"
+    assert expected({"expect": "negative", "bound": -0.5}) == "below -0.5" and expected(cl) == "positive"
+
+
 def test_the_seed_level_interval_by_hand():
     """The worked example of docs/commands/reproduce.md: boundary's rl_wins_small_k."""
     from rlvr.experiments.verdict import seed_interval

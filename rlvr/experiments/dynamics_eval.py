@@ -1,7 +1,8 @@
 """A ``kind: dynamics`` evaluation cell: the per-step training series of one RL model, read from its
 run's ``metrics.jsonl`` (nothing is sampled): sampled-token entropy, its observed change, the
 predicted first-order change of the four entropy-dynamics cells (docs/methods/losses.md, "The
-entropy-dynamics view"), pass rate and learning rate. ``stats.json`` =
+entropy-dynamics view"), pass rate and learning rate; for an intrinsic-reward run its reward
+accuracy and the proxy's AUROC for correctness inside the groups (``proxy_truth_auroc``). ``stats.json`` =
 {"kind": "dynamics", "series": {key: [one value per step, None where the step did not log it]}}.
 """
 
@@ -16,7 +17,7 @@ from rlvr.paths import iter_jsonl
 
 SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
           *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate", "samples", "flops",
-          "reward", "reward_accuracy", "dH_obs_total", *(f"dH_obs_{c}" for c in CELLS), "probe_entropy_before",
+          "reward", "reward_accuracy", "proxy_truth_auroc", "dH_obs_total", *(f"dH_obs_{c}" for c in CELLS), "probe_entropy_before",
           "probe_entropy_after", "probe_entropy_change")
 
 

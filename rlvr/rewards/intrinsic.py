@@ -263,6 +263,23 @@ def _pearson(x: torch.Tensor, y: torch.Tensor) -> float | None:
     return float((dx * dy).sum() / denom)
 
 
+def within_group_auroc(proxy_P_G: torch.Tensor, truth_P_G: torch.Tensor) -> float | None:
+    """AUROC of the proxy for correctness over the pairs (correct, wrong) of the same group: the
+    share of such pairs whose correct completion has the higher proxy reward (a tie counts 1/2),
+    pooled over the groups (each group's pairs weigh equally). What a group-relative advantage
+    acts on: the proxy's ranking inside a group, not across prompts of different difficulty.
+    proxy_P_G, truth_P_G: (P, G), truth 1 = correct. None when no group has both a correct and a
+    wrong completion."""
+    right = truth_P_G > 0.5
+    # (P, G, G): [p, i, j] = proxy_i vs proxy_j for i correct and j wrong in group p
+    pair = right.unsqueeze(2) & ~right.unsqueeze(1)
+    if not bool(pair.any()):
+        return None
+    diff = proxy_P_G.unsqueeze(2) - proxy_P_G.unsqueeze(1)
+    score = (diff > 0).double() + 0.5 * (diff == 0).double()
+    return float(score[pair].mean())
+
+
 def _reward_accuracy(proxy: torch.Tensor, truth: torch.Tensor, binary: bool | None) -> float:
     if binary is None:
         binary = bool(((proxy == 0) | (proxy == 1)).all())
@@ -296,6 +313,8 @@ def proxy_diagnostics(
       when no group has a majority.
     - ``proxy_truth_corr``: Pearson correlation over the B rollouts; None when either
       side is constant (or fewer than two finite pairs).
+    - ``proxy_truth_auroc``: :func:`within_group_auroc`, the proxy's AUROC for correctness inside
+      the groups; None when no group has both a correct and a wrong completion.
     """
     if proxy_P_G.shape != truth_P_G.shape or proxy_P_G.dim() != 2:
         raise ValueError(f"proxy {tuple(proxy_P_G.shape)}, truth {tuple(truth_P_G.shape)}: need equal (P, G)")
@@ -305,6 +324,7 @@ def proxy_diagnostics(
         "reward_accuracy": _reward_accuracy(proxy, truth, binary),
         "label_accuracy": None,
         "proxy_truth_corr": _pearson(proxy, truth),
+        "proxy_truth_auroc": within_group_auroc(proxy, truth),
     }
     if majority_answers is not None and gold_answers is not None:
         if len(majority_answers) != len(gold_answers):

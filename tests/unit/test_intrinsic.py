@@ -271,6 +271,22 @@ def test_proxy_diagnostics_continuous_proxy_and_ties():
     assert proxy_diagnostics(proxy, truth, binary=True)["reward_accuracy"] == pytest.approx(0.0)
 
 
+def test_within_group_auroc_by_hand():
+    from rlvr.rewards.intrinsic import within_group_auroc
+
+    # group 0: correct 0.9 against wrong 0.1, 0.3 -> 2 of 2 pairs; group 1: correct 0.4 against wrong
+    # 0.5 (lost), 0.2 (won) -> 1 of 2; group 2: correct 0.7 against wrong 0.7 (tie, 1/2), 0.1 (won)
+    # -> 1.5 of 2: (2 + 1 + 1.5) / 6 = 0.75
+    proxy = torch.tensor([[0.1, 0.9, 0.3], [0.5, 0.2, 0.4], [0.7, 0.7, 0.1]])
+    truth = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    assert within_group_auroc(proxy, truth) == pytest.approx(4.5 / 6)
+    assert proxy_diagnostics(proxy, truth)["proxy_truth_auroc"] == pytest.approx(0.75)
+    # across groups it does not compare: a group all wrong and a group all right give no pair
+    assert within_group_auroc(proxy, torch.tensor([[0.0] * 3, [1.0] * 3, [0.0] * 3])) is None
+    # the proxy reversed: 1 - AUROC
+    assert within_group_auroc(-proxy, truth) == pytest.approx(1 - 0.75)
+
+
 def test_proxy_diagnostics_constant_side_and_labels():
     proxy = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     truth = torch.zeros(2, 2)

@@ -31,7 +31,7 @@ from math import comb
 import numpy as np
 
 from rlvr.analysis.association import associate, pearson
-from rlvr.analysis.collapse import analyse_run
+from rlvr.analysis.collapse import analyse_run, collapse_step
 from rlvr.errors import UserError
 from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.registry import Args, Measure, one_of, register
@@ -96,7 +96,7 @@ def permutation_p(x: list, y: list, groups: list) -> float:
     return hits / total
 
 
-def _estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate], dict]:
+def association_estimate(args: dict, x: list, y: list, groups: list) -> tuple[list[Estimate], dict]:
     a = associate(x, y, groups if args["cluster"] else None)
     if args["stat"] == "rho":
         value, lo, hi = a.rho, a.rho_low, a.rho_high
@@ -118,7 +118,7 @@ def gain_association(get, args: dict, seeds, against_seeds):
             y.append(g)
             groups.append(i)
             points[f"{rl} {seed_label(s)}"] = {"x": base_k, "y": g}
-    est, details = _estimate(args, x, y, groups)
+    est, details = association_estimate(args, x, y, groups)
     return est, {**details, "x": f"pass@{k} of the start", "y": f"gain in pass@{gk}", "points": points}
 
 
@@ -133,6 +133,58 @@ def collapse_step_of(stats: dict, window: int, threshold: float) -> tuple[float,
     return (float(res.collapse_step), True) if res.collapsed else (float(res.final_step + 1), False)
 
 
+@dataclass(frozen=True)
+class Collapse:
+    """One run's collapse: ``step`` (its last step + 1 when it never collapsed), ``collapsed``, the
+    ``start`` (mean reward accuracy of its first ``window`` steps), the ``threshold`` used and
+    ``draws`` (D,): the collapse step of each parametric-bootstrap replicate (empty without one)."""
+
+    step: float
+    collapsed: bool
+    start: float
+    threshold: float
+    draws: np.ndarray
+
+
+def reward_accuracy_series(stats: dict) -> tuple[list[int], np.ndarray]:
+    """(steps, reward accuracy (N,)) of a dynamics cell, the steps that logged one."""
+    series = stats.get("series") if stats.get("kind") == "dynamics" else None
+    if series is None or "reward_accuracy" not in series:
+        raise UserError("a collapse measure needs a `kind: dynamics` evaluation of intrinsic-reward runs")
+    pts = [(s, r) for s, r in zip(series["step"], series["reward_accuracy"]) if r is not None]
+    if not pts:
+        raise UserError("the run logged no reward accuracy (an intrinsic-reward run logs it every step)")
+    steps, ra = zip(*pts)
+    return list(steps), np.asarray(ra, dtype=np.float64)
+
+
+def _first_below(steps: list[int], ra: np.ndarray, window: int, threshold: float) -> tuple[float, bool]:
+    step = collapse_step(steps, ra, window, threshold)
+    return (float(step), True) if step is not None else (float(steps[-1] + 1), False)
+
+
+def collapse_with_draws(stats: dict, window: int, threshold: float, relative: float = 0.0, units: int = 0,
+                        draws: int = 1000, seed: int = 0) -> Collapse:
+    """The collapse of a run (the first step whose trailing mean of ``window`` reward accuracies is below
+    the threshold): ``threshold`` itself, or with ``relative`` > 0, ``relative`` x the run's start (the
+    mean of its first ``window`` points, so never met at the start unless the start is 0). With ``units``
+    > 0, ``draws`` parametric-bootstrap replicates: every step's reward accuracy redrawn as
+    Binomial(units, its value) / units (a share of ``units`` groups or rollouts), the start, threshold
+    and collapse step found again in each: the interval of a collapse step over the batches' sampling."""
+    steps, ra = reward_accuracy_series(stats)
+
+    def thr_of(series: np.ndarray) -> float:
+        return relative * float(series[:window].mean()) if relative > 0 else threshold
+
+    step, collapsed = _first_below(steps, ra, window, thr_of(ra))
+    sims = np.empty(0)
+    if units > 0:
+        rng = np.random.default_rng(seed)
+        redrawn = rng.binomial(units, np.clip(ra, 0.0, 1.0), size=(draws, ra.size)) / units
+        sims = np.array([_first_below(steps, r, window, thr_of(r))[0] for r in redrawn])
+    return Collapse(step, collapsed, float(ra[:window].mean()), thr_of(ra), sims)
+
+
 def collapse_association(get, args: dict, seeds, against_seeds):
     gk, window, thr = int(args["gain_k"]), int(args["window"]), float(args["threshold"])
     x, y, groups, points, censored = [], [], [], {}, 0
@@ -145,7 +197,7 @@ def collapse_association(get, args: dict, seeds, against_seeds):
             y.append(g)
             groups.append(i)
             points[f"{intrinsic} {seed_label(s)}"] = {"collapse_step": step, "collapsed": collapsed, "gain": g}
-    est, details = _estimate(args, x, y, groups)
+    est, details = association_estimate(args, x, y, groups)
     return est, {**details, "censored": censored, "points": points}
 
 

@@ -74,7 +74,7 @@ def judge_replicated(cl: ClaimSpec, exp: Experiment, get: Get, seeds_of: Callabl
         args = claim_args(cl.args, exp.models, p)
         if args is None:
             continue
-        model = args["model"] if "model" in args else args["pairs"][0][0]  # association: its first run
+        model = first_model(args)
         parts.append((p, {**judge(dataclasses.replace(cl, args=args), get, seeds_of(model),
                                   seeds_of(args.get("against", "base")), failed), "args": args}))
     if len(parts) == 1:
@@ -88,6 +88,16 @@ def judge_replicated(cl: ClaimSpec, exp: Experiment, get: Get, seeds_of: Callabl
             "verdict": verdict(est, cl.expect, why, cl.bound), "details": {f"p{p}": r["details"] for p, r in parts},
             "detail_args": {f"p{p}": r["args"] for p, r in parts},  # the models each seed's details name
             "why": why, "seed_level": seed_interval(est).__dict__}
+
+
+def first_model(args: dict) -> str:
+    """The model whose seeds a claim is measured over: ``model``, else the first run it names (an
+    association's first pair, a list of ``runs``, a ``grid``'s first cell)."""
+    if "model" in args:
+        return args["model"]
+    if "pairs" in args:
+        return args["pairs"][0][0]
+    return args["runs"][0] if "runs" in args else args["grid"][0][0]
 
 
 def _estimates(row: dict) -> list[Estimate]:

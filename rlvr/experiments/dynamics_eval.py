@@ -17,8 +17,8 @@ from rlvr.paths import iter_jsonl
 
 SERIES = ("step", "entropy", "entropy_obs_change", "dH_total", *(f"dH_{c}" for c in CELLS),
           *(f"token_share_{c}" for c in CELLS), "pass_rate", "lr", "heldout_pass_rate", "samples", "flops",
-          "reward", "reward_accuracy", "proxy_truth_auroc", "dH_obs_total", *(f"dH_obs_{c}" for c in CELLS), "probe_entropy_before",
-          "probe_entropy_after", "probe_entropy_change")
+          "reward", "reward_accuracy", "proxy_truth_auroc", "dH_obs_total", *(f"dH_obs_{c}" for c in CELLS),
+          "probe_entropy_before", "probe_entropy_after", "probe_entropy_change")
 
 
 def read_series(metrics: Path) -> dict[str, list]:

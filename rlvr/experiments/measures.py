@@ -43,6 +43,7 @@ from rlvr.eval.crossing import CENSOR_DOUBLINGS, crossing_doublings
 from rlvr.eval.support import classify, crossover_k, support_counts, support_rates
 from rlvr.experiments import (
     association_measures,
+    collapse_measures,
     curve_measures,
     dynamics_measures,
     final_measures,
@@ -54,8 +55,8 @@ from rlvr.experiments.cells import cell_passk
 from rlvr.experiments.registry import MEASURES, Get, Measure, PairArgs, one_of, register
 from rlvr.experiments.verdict import Estimate, problem_estimate, seed_label
 
-REGISTERED_ELSEWHERE = (association_measures, curve_measures, dynamics_measures, final_measures, series_measures,
-                        tool_measures, weight_measures)
+REGISTERED_ELSEWHERE = (association_measures, collapse_measures, curve_measures, dynamics_measures, final_measures,
+                        series_measures, tool_measures, weight_measures)
 """The modules that register the other measures when imported (so that MEASURES holds them all)."""
 __all__ = ["MEASURES", "Measure", "REGISTERED_ELSEWHERE"]
 

@@ -157,7 +157,8 @@ def cells_read(args: dict) -> list[tuple[str, str]]:
     """The (evaluation, model) cells a claim's measure reads, from its args (``pairs`` of an
     association: with ``dynamics``, each pair's first run is read there)."""
     ev = args.get("eval", "")
-    named = [args[k] for k in ("model", "against", "reference") if k in args] + list(args.get("arms", []))
+    named = [args[k] for k in ("model", "against", "reference") if k in args] + list(args.get("arms", [])) \
+        + list(args.get("runs", [])) + [m for row in args.get("grid", []) for m in row]
     out = [(ev, m) for m in named]
     for pair in args.get("pairs", []):
         out += [(args["dynamics"], pair[0])] if "dynamics" in args else [(ev, pair[0])]

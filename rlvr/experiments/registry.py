@@ -124,6 +124,11 @@ class Measure:
                 if m not in pool:
                     raise ConfigError(f"{where}.args.arms: {m!r} is not evaluated by {typed['eval']} or an "
                                       "evaluation with its protocol")
+        named_runs = [*typed.get("runs", ()), *(m for row in typed.get("grid", ()) for m in row)]
+        for m in named_runs:  # measures over many runs of one evaluation
+            if m not in pool:
+                raise ConfigError(f"{where}.args: {m!r} is not evaluated by {typed['eval']} or an evaluation with "
+                                  "its protocol")
         if "pairs" in typed:  # association measures: per checkpoint [model, ..., its start model]
             if not typed["pairs"] or not all(len(p) >= 2 for p in typed["pairs"]):
                 raise ConfigError(f"{where}.args.pairs: a list of [model, ..., start model] lists, one per checkpoint")

@@ -76,6 +76,7 @@ def claim_args(args: dict, models: dict, p: int) -> dict | None:
     def move(m: str) -> str:
         return replica(m, p) if replica(m, p) in models else m
 
-    moved = {k: (move(v) if k in NAMED else [move(m) for m in v] if k == "arms"
-                 else [[move(m) for m in pair] for pair in v] if k == "pairs" else v) for k, v in args.items()}
+    moved = {k: (move(v) if k in NAMED else [move(m) for m in v] if k in ("arms", "runs")
+                 else [[move(m) for m in pair] for pair in v] if k in ("pairs", "grid") else v)
+             for k, v in args.items()}
     return moved if p == 0 or moved != args else None

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rlvr.config import (
+    FINITE,
     FRACTION,
     NON_NEGATIVE,
     POSITIVE,
@@ -230,7 +231,10 @@ class ClaimSpec:
     (they carry no time), e.g. "re-specified after a pilot run that is in its sample". A claim declared
     after its recorded cells is post hoc without it (:mod:`rlvr.experiments.provenance`)."""
 
+    RANGES: ClassVar[dict[str, Range]] = {"bound": FINITE}
+
     def __post_init__(self):
+        check_ranges(self, self.RANGES)
         check(self.measure in MEASURES, "measure",
               f"unknown {self.measure!r}; use one of {', '.join(sorted(MEASURES))}")
         check(self.expect in EXPECTS, "expect", f"use one of {', '.join(EXPECTS)}")

@@ -49,6 +49,7 @@ from rlvr.experiments import (
     final_measures,
     series_measures,
     tool_measures,
+    trajectory_measures,
     weight_measures,
 )
 from rlvr.experiments.cells import cell_passk
@@ -56,7 +57,7 @@ from rlvr.experiments.registry import MEASURES, Get, Measure, PairArgs, one_of, 
 from rlvr.experiments.verdict import Estimate, problem_estimate, seed_label
 
 REGISTERED_ELSEWHERE = (association_measures, collapse_measures, curve_measures, dynamics_measures, final_measures,
-                        series_measures, tool_measures, weight_measures)
+                        series_measures, tool_measures, trajectory_measures, weight_measures)
 """The modules that register the other measures when imported (so that MEASURES holds them all)."""
 __all__ = ["MEASURES", "Measure", "REGISTERED_ELSEWHERE"]
 

@@ -125,7 +125,7 @@ register(
                        f"{a['window']}" + (", over the first" if a["relative"] else "")), JITTER, _change_detail,
             section="Training dynamics"),
     Measure("trajectory_gap", trajectory_gap, GapArgs,
-            lambda a: (f"mean over training of |{a['series']} - its start| {a['model']} - {a['against']}"
+            lambda a: (f"mean over training of abs({a['series']} - its start) {a['model']} - {a['against']}"
                        if a["stability"] else f"mean over training of {a['series']} {a['model']} - {a['against']}"),
             JITTER, _gap_detail, too_few_paired_steps, "Training dynamics"),
 )

@@ -24,6 +24,7 @@ checkpoints give 10).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from itertools import permutations
 from math import comb
@@ -164,13 +165,16 @@ def _first_below(steps: list[int], ra: np.ndarray, window: int, threshold: float
 
 
 def collapse_with_draws(stats: dict, window: int, threshold: float, relative: float = 0.0, units: int = 0,
-                        draws: int = 1000, seed: int = 0) -> Collapse:
+                        draws: int = 1000, seed: int | None = None) -> Collapse:
     """The collapse of a run (the first step whose trailing mean of ``window`` reward accuracies is below
     the threshold): ``threshold`` itself, or with ``relative`` > 0, ``relative`` x the run's start (the
     mean of its first ``window`` points, so never met at the start unless the start is 0). With ``units``
     > 0, ``draws`` parametric-bootstrap replicates: every step's reward accuracy redrawn as
     Binomial(units, its value) / units (a share of ``units`` groups or rollouts), the start, threshold
-    and collapse step found again in each: the interval of a collapse step over the batches' sampling."""
+    and collapse step found again in each: the interval of a collapse step over the batches' sampling.
+    ``seed`` (default: a checksum of the run's series) seeds the draws: two runs' batches are
+    independent, so their draws must not share random numbers (which would narrow a difference's
+    interval), and one run's draws are the same every time."""
     steps, ra = reward_accuracy_series(stats)
 
     def thr_of(series: np.ndarray) -> float:
@@ -179,7 +183,7 @@ def collapse_with_draws(stats: dict, window: int, threshold: float, relative: fl
     step, collapsed = _first_below(steps, ra, window, thr_of(ra))
     sims = np.empty(0)
     if units > 0:
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(zlib.crc32(ra.tobytes()) if seed is None else seed)
         redrawn = rng.binomial(units, np.clip(ra, 0.0, 1.0), size=(draws, ra.size)) / units
         sims = np.array([_first_below(steps, r, window, thr_of(r))[0] for r in redrawn])
     return Collapse(step, collapsed, float(ra[:window].mean()), thr_of(ra), sims)

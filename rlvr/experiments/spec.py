@@ -100,8 +100,9 @@ class ModelSpec:
     ``loss.name=opd`` (on-policy distillation: it scores every sampled token; ``loss.teacher`` is set to
     its checkpoint)."""
     milestones: int = 0
-    """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
-    evaluations with milestones and weights evaluations (the final model is not counted)."""
+    """Keep this many evenly spaced checkpoints through training (RL; rl_steps, parallel, SFT and
+    distill too; not sft_then_rl), for evaluations with milestones and weights evaluations (the final
+    model is not counted)."""
     start: float = 1.0
     """The pretraining milestone (a fraction of the base's pretraining budget, one of
     ``pretrain.milestones``) the model starts from; a ``base`` model is that checkpoint itself."""
@@ -150,7 +151,7 @@ class EvalSpec:
     perplexity: int = 0
     """Score this many samples per problem of each model under the base (0 = skip)."""
     milestones: bool = False
-    """Also evaluate each RL model's kept checkpoints (entropy through training)."""
+    """Also evaluate each model's kept checkpoints (entropy, pass@1, retention through training)."""
     kind: str = "samples"
     """``samples``: sample and score (:mod:`rlvr.experiments.evaluate`); ``weights``: weight-space
     measures and KL to the base at every kept checkpoint (:mod:`rlvr.experiments.weights_eval`;

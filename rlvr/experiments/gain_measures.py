@@ -6,10 +6,11 @@ a difference of gains, and general ability compared where two pipelines have gai
   start than ``against`` over its own (e.g. RL from the larger base minus RL from the small one, each
   over its base). ``model`` and ``against`` are paired seed by seed (a shared side meets every seed);
   ``reference`` and ``control`` are the unseeded starts (bases).
-- ``matched_gain_retention`` (eval, retain, model, against, reference, gain, steps): general ability
-  at matched task gain. Per seed and pipeline, the level is pass@1(reference) + ``gain`` on ``eval``;
-  the matched checkpoint is the first of the pipeline's kept checkpoints (``steps``, in order, then the
-  final model) whose pass@1 on ``eval`` reaches it; the estimate is mean_p [acc_p(model at its
+- ``matched_gain_retention`` (eval, retain, model, against, reference, gain, steps, against_steps =
+  steps): general ability at matched task gain. Per seed and pipeline, the level is
+  pass@1(reference) + ``gain`` on ``eval``; the matched checkpoint is the first of the pipeline's kept
+  checkpoints (``steps`` / ``against_steps``, in order, then the final model) whose pass@1 on ``eval``
+  reaches it; the estimate is mean_p [acc_p(model at its
   matched checkpoint) - acc_p(against at its)] on ``retain`` (a general-ability evaluation, e.g.
   greedy strings accuracy). Both evaluations need ``milestones: true`` (the kept checkpoints' cells).
   A pipeline that never reaches the level is read at its final model, and the claim is *not
@@ -93,8 +94,10 @@ class MatchedGainArgs(PairArgs):
     gain: float
     """The common task gain in pass@1 over ``reference`` that each pipeline's checkpoint must reach."""
     steps: tuple[int, ...]
-    """The optimiser steps of the kept checkpoints (the models' ``milestones``), in order; the final
+    """The optimiser steps of ``model``'s kept checkpoints (its ``milestones``), in order; the final
     model follows them."""
+    against_steps: tuple[int, ...] | None = None
+    """The same of ``against`` (None: ``steps``): a pipeline that moves fast keeps denser checkpoints."""
 
 
 def checkpoint_name(step: int) -> str:
@@ -107,13 +110,15 @@ def matched_checkpoint(pass1: list[float], level: float) -> int | None:
     return next((i for i, p in enumerate(pass1) if p >= level), None)
 
 
-def _matched(get: Get, args: dict, model: str, seed: int | None, level: float) -> tuple[dict, dict]:
-    """(the retention cell at ``model``'s matched checkpoint, what the details say of it)."""
-    names = [*(checkpoint_name(s) for s in args["steps"]), ""]  # "": the final model
+def _matched(get: Get, args: dict, model: str, seed: int | None, level: float,
+             steps: tuple[int, ...]) -> tuple[dict, dict]:
+    """(the retention cell at ``model``'s matched checkpoint, what the details say of it); ``steps``:
+    its kept checkpoints."""
+    names = [*(checkpoint_name(s) for s in steps), ""]  # "": the final model
     pass1 = [float(_passk_P(get(args["eval"], model, seed, milestone=n), 1).mean()) for n in names]
     at = matched_checkpoint(pass1, level)
     chosen = len(names) - 1 if at is None else at
-    step = "final" if names[chosen] == "" else args["steps"][chosen]
+    step = "final" if names[chosen] == "" else steps[chosen]
     return (get(args["retain"], model, seed, milestone=names[chosen]),
             {"step": step, "pass1": pass1[chosen], "reached": at is not None})
 
@@ -125,8 +130,8 @@ def matched_gain_retention(get: Get, args: dict, seeds, against_seeds):
     out, details = [], {"level": level, "start": start}
     for i in range(max(len(seeds), len(against_seeds))):
         s, a_seed = _seeded(seeds, i), _seeded(against_seeds, i)
-        rm, dm = _matched(get, args, args["model"], s, level)
-        ra, da = _matched(get, args, args["against"], a_seed, level)
+        rm, dm = _matched(get, args, args["model"], s, level, args["steps"])
+        ra, da = _matched(get, args, args["against"], a_seed, level, args.get("against_steps") or args["steps"])
         _same_problems((args["model"], rm), (args["against"], ra))
         seed = s if seeds != [None] else a_seed
         out.append(problem_estimate(seed, _passk_P(rm, 1) - _passk_P(ra, 1)))

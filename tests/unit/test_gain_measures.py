@@ -80,6 +80,12 @@ def test_matched_gain_retention_reads_each_pipeline_at_its_first_checkpoint_reac
     assert why == "pass@1 never reaches the matched level 0.500 (base 0.250 + 0.25) for rl s1"
     both = {k: v for k, v in det.items() if k != "s1"}
     assert measure.why(ARGS, est[:1], both) == ""
+    # against_steps: sft read at its own kept checkpoints (step 2 only here), rl at steps 1 and 2
+    cells = matched_cells()
+    cells[("keep", "sft", 0, "step_000002")] = cell([0, 0, 0], 1, ["s0", "s1", "s2"])
+    est, det = measure.run(lookup(cells), {**ARGS, "against_steps": [2]}, [0], [0])
+    assert det["s0"]["against"] == {"step": 2, "pass1": pytest.approx(1.0), "reached": True}
+    assert det["s0"]["model"]["step"] == 2 and est[0].value == pytest.approx(2 / 3)
 
 
 def test_matched_gain_retention_claim_is_not_identifiable_or_not_measured():

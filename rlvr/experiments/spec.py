@@ -36,7 +36,7 @@ Schema (each key is a field below, with its docstring)::
     protocol: [...]                      # sentences for the page
     deviations: [...]                    # every deviation from the papers' protocol, and why
     notes: [...]                         # optional: what the full run showed, why a claim failed
-    quick: {overrides: [...], seeds: 2, n: 8, problems: 6}
+    quick: {overrides: [...], seeds: 2, n: 8, problems: 6}  # pretrain_seeds: 1 drops the copies
     archive: {series: [step, ...]}       # optional: the series a published dynamics cell keeps
 """
 
@@ -64,7 +64,7 @@ from rlvr.config import (
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.replicates import expand, pretrain_seeded
+from rlvr.experiments.replicates import expand, pretrain_index, pretrain_seeded
 from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
@@ -264,6 +264,8 @@ class QuickSpec:
     """Config overrides applied after every model's own (the miniature settings)."""
     seeds: int = 0
     """Seeds; 0 = the experiment's, at most 2."""
+    pretrain_seeds: int = 0
+    """Pretraining seeds; 0 = the experiment's (the copies ``NAME@pP`` of the others are left out)."""
     n: int = 8
     """Cap on every evaluation's samples per problem (and perplexity samples)."""
     problems: int = 6
@@ -271,8 +273,8 @@ class QuickSpec:
     minutes: float = 3.0
     """Measured wall minutes of the quick form."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"seeds": NON_NEGATIVE, "n": at_least(1), "problems": at_least(1),
-                                          "minutes": NON_NEGATIVE}
+    RANGES: ClassVar[dict[str, Range]] = {"seeds": NON_NEGATIVE, "pretrain_seeds": NON_NEGATIVE, "n": at_least(1),
+                                          "problems": at_least(1), "minutes": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -413,13 +415,18 @@ class Experiment:
         return () if part is None else self.parts[part - 1].pretrain_seeds
 
     def quick_form(self) -> Experiment:
-        """The miniature: quick overrides appended, fewer seeds, n and problems capped."""
+        """The miniature: quick overrides appended, fewer seeds (and pretraining seeds, where it caps
+        them: the other pretraining seeds' copies left out), n and problems capped."""
         q = self.quick
+        pretrain = min(q.pretrain_seeds or self.pretrain_seeds, self.pretrain_seeds)
+        models = {k: m for k, m in self.models.items() if pretrain_index(k) < pretrain}
         evals = {k: dataclasses.replace(e, n=min(e.n, q.n), problems=min(e.problems, q.problems),
-                                        perplexity=min(e.perplexity, q.n))
+                                        perplexity=min(e.perplexity, q.n), models=tuple(m for m in e.models
+                                                                                      if m in models))
                  for k, e in self.evaluations.items()}
-        return dataclasses.replace(self, last_overrides=q.overrides, is_quick=True,
-                                   seeds=q.seeds or min(2, self.seeds), minutes=q.minutes, evaluations=evals)
+        return dataclasses.replace(self, last_overrides=q.overrides, is_quick=True, pretrain_seeds=pretrain,
+                                   seeds=q.seeds or min(2, self.seeds), minutes=q.minutes, models=models,
+                                   evaluations=evals)
 
 
 def source(name: str) -> str:

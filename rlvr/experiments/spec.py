@@ -64,7 +64,7 @@ from rlvr.config import (
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.replicates import expand, pretrain_index, pretrain_seeded
+from rlvr.experiments.replicates import NAMED, SEP, expand, pretrain_index, pretrain_seeded
 from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
@@ -266,6 +266,9 @@ class QuickSpec:
     """Seeds; 0 = the experiment's, at most 2."""
     pretrain_seeds: int = 0
     """Pretraining seeds; 0 = the experiment's (the copies ``NAME@pP`` of the others are left out)."""
+    models: tuple[str, ...] = ()
+    """The declared models the miniature keeps (empty: every one): the others, and the claims that name
+    them, leave it. A kept model's base and teacher must be kept."""
     n: int = 8
     """Cap on every evaluation's samples per problem (and perplexity samples)."""
     problems: int = 6
@@ -356,6 +359,7 @@ class Experiment:
             for i, claim in enumerate(self.claims):
                 MEASURES[claim.measure].check(claim.args, self.evaluations, self.models, f"claims[{i}]")
             self._check_parts()
+            self._check_quick_models()
 
     def _check_models(self) -> None:
         """Teachers and bases are declared before the models that use them; a model called base exists."""
@@ -369,6 +373,15 @@ class Experiment:
             seen[name] = model
         check("base" in self.models and self.models["base"].kind == "base", "models",
               "needs a model called base of kind base (every comparison's reference)")
+
+    def _check_quick_models(self) -> None:
+        """The miniature's models are declared, with what each is built from."""
+        kept = set(self.quick.models)
+        for name in self.quick.models:
+            check(name in self.models, "quick.models", f"unknown model {name!r}")
+            spec = self.models[name]
+            for needed in (spec.base if spec.kind != "base" else "", spec.teacher):
+                check(not needed or needed in kept, "quick.models", f"{name!r} needs {needed!r}; keep it too")
 
     def _check_evaluations(self) -> None:
         for name, ev in self.evaluations.items():
@@ -416,17 +429,26 @@ class Experiment:
 
     def quick_form(self) -> Experiment:
         """The miniature: quick overrides appended, fewer seeds (and pretraining seeds, where it caps
-        them: the other pretraining seeds' copies left out), n and problems capped."""
+        them: the other pretraining seeds' copies left out), the models it names (all where it names
+        none), n and problems capped."""
         q = self.quick
         pretrain = min(q.pretrain_seeds or self.pretrain_seeds, self.pretrain_seeds)
-        models = {k: m for k, m in self.models.items() if pretrain_index(k) < pretrain}
+        kept = set(q.models or self.models)
+        models = {k: m for k, m in self.models.items() if pretrain_index(k) < pretrain and k.partition(SEP)[0] in kept}
         evals = {k: dataclasses.replace(e, n=min(e.n, q.n), problems=min(e.problems, q.problems),
                                         perplexity=min(e.perplexity, q.n), models=tuple(m for m in e.models
                                                                                       if m in models))
                  for k, e in self.evaluations.items()}
+        claims = tuple(c for c in self.claims if all(m in models for m in named_models(c.args)))
         return dataclasses.replace(self, last_overrides=q.overrides, is_quick=True, pretrain_seeds=pretrain,
                                    seeds=q.seeds or min(2, self.seeds), minutes=q.minutes, models=models,
-                                   evaluations=evals)
+                                   evaluations=evals, claims=claims)
+
+
+def named_models(args: dict) -> list[str]:
+    """The models a claim's ``args`` name (its model, against, reference, control..., arms and pairs)."""
+    return [*(v for k, v in args.items() if k in NAMED), *args.get("arms", ()),
+            *(m for pair in args.get("pairs", ()) for m in pair)]
 
 
 def source(name: str) -> str:

@@ -42,6 +42,8 @@ def test_gain_contrast_by_hand():
     assert (est[0].lo, est[0].hi) == pytest.approx(bootstrap_ci(np.array([1.0, -0.5, 0.0])))
     assert est[1].value == pytest.approx(0.0) and est[1].lo == est[1].hi == 0.0  # no gain on either side
     assert det["s0"] == {"gain_model": pytest.approx(1 / 3), "gain_against": pytest.approx(1 / 6)}
+    assert MEASURES["gain_contrast"].detail(det, MEASURES["gain_contrast"].typed(args)) == \
+        "gain in pass@1 of rl_big over base_big against rl over base: s0 +0.333 vs +0.167, s1 +0.000 vs +0.000"
 
 
 def matched_cells() -> dict:
@@ -76,6 +78,9 @@ def test_matched_gain_retention_reads_each_pipeline_at_its_first_checkpoint_reac
     assert (est[0].lo, est[0].hi) == pytest.approx(bootstrap_ci(np.array([1.0, 0.0, 0.0])))
     assert det["s1"]["model"] == {"step": "final", "pass1": pytest.approx(0.125), "reached": False}
     assert est[1].value == pytest.approx(2 / 3)  # rl's final model [1, 1, 0] - sft@1 [0, 0, 0]
+    assert measure.detail(det, measure.typed(ARGS)) == (
+        "level pass@1 0.500 (base 0.250 + 0.25); s0: rl at step 2 (pass@1 0.625), sft at step 1 (pass@1 0.750), "
+        "s1: rl at step final (pass@1 0.125, never reached), sft at step 1 (pass@1 0.750)")
     why = measure.why(ARGS, est, det)
     assert why == "pass@1 never reaches the matched level 0.500 (base 0.250 + 0.25) for rl s1"
     both = {k: v for k, v in det.items() if k != "s1"}

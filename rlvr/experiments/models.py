@@ -15,7 +15,8 @@ config, the kind, the teacher); a changed declaration retrains. Kinds:
   ``teacher`` is on-policy distillation (``loss.name=opd``): its ``loss.teacher`` is that model's checkpoint;
 - ``sft_then_rl`` / ``parallel`` / ``rl_steps``: the excursion pipelines
   (:func:`rlvr.train.excursions.run_pipeline`): half the budget of SFT then half of RL,
-  ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps.
+  ``excursions.steps`` averaged SFT and RL updates, or ``excursions.steps`` RL optimiser steps
+  (the last two keep ``milestones`` checkpoints as SFT does).
 
 A model's ``start`` (a pretraining fraction) makes it start from that milestone checkpoint of the base's
 pretraining run instead of the final base; a ``base`` model with a ``start`` is that checkpoint. A

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from rlvr.config import ConfigError, check, from_dict
 from rlvr.experiments.verdict import Estimate
 
-Get = Callable[[str, str, "int | None"], dict]
+Get = Callable[..., dict]
+"""``get(eval, model, seed, milestone="") -> stats``: an evaluation cell's per-problem statistics (a
+model's kept checkpoint with ``milestone``, e.g. ``step_000025``; FileNotFoundError when it is missing)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +119,13 @@ class Measure:
             if typed.get(key) and typed[key] not in pool:
                 raise ConfigError(f"{where}.args.{key}: {typed[key]!r} is not evaluated by {typed['eval']} "
                                   "or an evaluation with its protocol")
+        if "retain" in typed:  # a second evaluation read at the same models
+            other = evals.get(typed["retain"])
+            if other is None:
+                raise ConfigError(f"{where}.args.retain: unknown evaluation {typed['retain']!r}")
+            for key in ("model", "against"):
+                if typed[key] not in other.models:
+                    raise ConfigError(f"{where}.args.{key}: {typed[key]!r} is not evaluated by {typed['retain']}")
         if "arms" in typed:  # a scan over runs
             if not typed["arms"]:
                 raise ConfigError(f"{where}.args.arms: a non-empty list of models")

@@ -83,11 +83,12 @@ class PublishedCells:
     def __init__(self, exp: Experiment, records: Path):
         self.exp, self.records = exp, records
 
-    def _path(self, ev: str, model: str, seed: int | None) -> Path:
-        return self.records / protocol_name(self.exp.evaluations[ev]) / f"{model_id(model, seed)}.json.gz"
+    def _path(self, ev: str, model: str, seed: int | None, milestone: str = "") -> Path:
+        cell = model_id(model, seed) + (f"@{milestone}" if milestone else "")
+        return self.records / protocol_name(self.exp.evaluations[ev]) / f"{cell}.json.gz"
 
-    def get(self, ev: str, model: str, seed: int | None) -> dict:
-        path = self._path(ev, model, seed)
+    def get(self, ev: str, model: str, seed: int | None, milestone: str = "") -> dict:
+        path = self._path(ev, model, seed, milestone)
         if not path.exists():
             raise FileNotFoundError(str(path))
         return json.loads(gzip.decompress(path.read_bytes()))["stats"]

@@ -53,7 +53,7 @@ def reproduce(exp: Experiment, out: Path, seeds: int, command: str, *, progress:
                         "run the experiment (or a part of it) first, or name its folder with --out")
     run = run_experiment(exp, out, seeds, progress, max_minutes, part, jobs, page_only)
     book = ledger(EXPERIMENTS_DIR / f"{exp.name}.yaml", docs / exp.name / "table.json", cell_times(exp, out, seeds))
-    rows = judge_all(exp, lambda ev, m, s: load_stats(out, exp.evaluations[ev], m, s),
+    rows = judge_all(exp, lambda ev, m, s, milestone="": load_stats(out, exp.evaluations[ev], m, s, milestone),
                      lambda m: seeds_of(exp, m, seeds), run["failed"], book)
     cfg = model_config(exp, exp.models["base"], None)
     precision = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype

@@ -36,7 +36,7 @@ Schema (each key is a field below, with its docstring)::
     protocol: [...]                      # sentences for the page
     deviations: [...]                    # every deviation from the papers' protocol, and why
     notes: [...]                         # optional: what the full run showed, why a claim failed
-    quick: {overrides: [...], seeds: 2, n: 8, problems: 6}
+    quick: {overrides: [...], seeds: 2, n: 8, problems: 6}  # pretrain_seeds: 1 drops the copies
     archive: {series: [step, ...]}       # optional: the series a published dynamics cell keeps
 """
 
@@ -65,7 +65,7 @@ from rlvr.config import (
 )
 from rlvr.errors import UserError
 from rlvr.experiments.measures import MEASURES
-from rlvr.experiments.replicates import expand, pretrain_seeded
+from rlvr.experiments.replicates import NAMED, SEP, expand, pretrain_index, pretrain_seeded
 from rlvr.experiments.verdict import CLAIM_KINDS, EXPECTS
 from rlvr.tasks.registry import list_tasks
 
@@ -101,8 +101,9 @@ class ModelSpec:
     ``loss.name=opd`` (on-policy distillation: it scores every sampled token; ``loss.teacher`` is set to
     its checkpoint)."""
     milestones: int = 0
-    """Keep this many evenly spaced checkpoints through training (RL; SFT and distill too), for
-    evaluations with milestones and weights evaluations (the final model is not counted)."""
+    """Keep this many evenly spaced checkpoints through training (RL; rl_steps, parallel, SFT and
+    distill too; not sft_then_rl), for evaluations with milestones and weights evaluations (the final
+    model is not counted)."""
     start: float = 1.0
     """The pretraining milestone (a fraction of the base's pretraining budget, one of
     ``pretrain.milestones``) the model starts from; a ``base`` model is that checkpoint itself."""
@@ -151,7 +152,7 @@ class EvalSpec:
     perplexity: int = 0
     """Score this many samples per problem of each model under the base (0 = skip)."""
     milestones: bool = False
-    """Also evaluate each RL model's kept checkpoints (entropy through training)."""
+    """Also evaluate each model's kept checkpoints (entropy, pass@1, retention through training)."""
     kind: str = "samples"
     """``samples``: sample and score (:mod:`rlvr.experiments.evaluate`); ``weights``: weight-space
     measures and KL to the base at every kept checkpoint (:mod:`rlvr.experiments.weights_eval`;
@@ -271,6 +272,11 @@ class QuickSpec:
     """Config overrides applied after every model's own (the miniature settings)."""
     seeds: int = 0
     """Seeds; 0 = the experiment's, at most 2."""
+    pretrain_seeds: int = 0
+    """Pretraining seeds; 0 = the experiment's (the copies ``NAME@pP`` of the others are left out)."""
+    models: tuple[str, ...] = ()
+    """The declared models the miniature keeps (empty: every one): the others, and the claims that name
+    them, leave it. A kept model's base and teacher must be kept."""
     n: int = 8
     """Cap on every evaluation's samples per problem (and perplexity samples)."""
     problems: int = 6
@@ -278,8 +284,8 @@ class QuickSpec:
     minutes: float = 3.0
     """Measured wall minutes of the quick form."""
 
-    RANGES: ClassVar[dict[str, Range]] = {"seeds": NON_NEGATIVE, "n": at_least(1), "problems": at_least(1),
-                                          "minutes": NON_NEGATIVE}
+    RANGES: ClassVar[dict[str, Range]] = {"seeds": NON_NEGATIVE, "pretrain_seeds": NON_NEGATIVE, "n": at_least(1),
+                                          "problems": at_least(1), "minutes": NON_NEGATIVE}
 
     def __post_init__(self):
         check_ranges(self, self.RANGES)
@@ -361,6 +367,7 @@ class Experiment:
             for i, claim in enumerate(self.claims):
                 MEASURES[claim.measure].check(claim.args, self.evaluations, self.models, f"claims[{i}]")
             self._check_parts()
+            self._check_quick_models()
 
     def _check_models(self) -> None:
         """Teachers and bases are declared before the models that use them; a model called base exists."""
@@ -374,6 +381,15 @@ class Experiment:
             seen[name] = model
         check("base" in self.models and self.models["base"].kind == "base", "models",
               "needs a model called base of kind base (every comparison's reference)")
+
+    def _check_quick_models(self) -> None:
+        """The miniature's models are declared, with what each is built from."""
+        kept = set(self.quick.models)
+        for name in self.quick.models:
+            check(name in self.models, "quick.models", f"unknown model {name!r}")
+            spec = self.models[name]
+            for needed in (spec.base if spec.kind != "base" else "", spec.teacher):
+                check(not needed or needed in kept, "quick.models", f"{name!r} needs {needed!r}; keep it too")
 
     def _check_evaluations(self) -> None:
         for name, ev in self.evaluations.items():
@@ -420,13 +436,27 @@ class Experiment:
         return () if part is None else self.parts[part - 1].pretrain_seeds
 
     def quick_form(self) -> Experiment:
-        """The miniature: quick overrides appended, fewer seeds, n and problems capped."""
+        """The miniature: quick overrides appended, fewer seeds (and pretraining seeds, where it caps
+        them: the other pretraining seeds' copies left out), the models it names (all where it names
+        none), n and problems capped."""
         q = self.quick
+        pretrain = min(q.pretrain_seeds or self.pretrain_seeds, self.pretrain_seeds)
+        kept = set(q.models or self.models)
+        models = {k: m for k, m in self.models.items() if pretrain_index(k) < pretrain and k.partition(SEP)[0] in kept}
         evals = {k: dataclasses.replace(e, n=min(e.n, q.n), problems=min(e.problems, q.problems),
-                                        perplexity=min(e.perplexity, q.n))
+                                        perplexity=min(e.perplexity, q.n), models=tuple(m for m in e.models
+                                                                                      if m in models))
                  for k, e in self.evaluations.items()}
-        return dataclasses.replace(self, last_overrides=q.overrides, is_quick=True,
-                                   seeds=q.seeds or min(2, self.seeds), minutes=q.minutes, evaluations=evals)
+        claims = tuple(c for c in self.claims if all(m in models for m in named_models(c.args)))
+        return dataclasses.replace(self, last_overrides=q.overrides, is_quick=True, pretrain_seeds=pretrain,
+                                   seeds=q.seeds or min(2, self.seeds), minutes=q.minutes, models=models,
+                                   evaluations=evals, claims=claims)
+
+
+def named_models(args: dict) -> list[str]:
+    """The models a claim's ``args`` name (its model, against, reference, control..., arms and pairs)."""
+    return [*(v for k, v in args.items() if k in NAMED), *args.get("arms", ()),
+            *(m for pair in args.get("pairs", ()) for m in pair)]
 
 
 def source(name: str) -> str:

@@ -49,8 +49,10 @@ class Counters:
                 "teacher_samples": self.teacher_samples, "sft_pairs": self.sft_pairs, **self.extra}
 
 
-def rl_phase(cfg: RunConfig, model, tok, steps: int, log: MetricsLog, c: Counters) -> None:
-    """``steps`` optimiser steps of RL (a fresh RL AdamW), one metrics line per RL step."""
+def rl_phase(cfg: RunConfig, model, tok, steps: int, log: MetricsLog, c: Counters,
+             on_step: Callable[[int], None] | None = None) -> None:
+    """``steps`` optimiser steps of RL (a fresh RL AdamW), one metrics line per RL step;
+    ``on_step(optimiser steps so far)`` after each (e.g. to keep milestone checkpoints)."""
     st = build_state(cfg, model, tok)
     per = cfg.algo.minibatches * cfg.algo.ppo_epochs
     n = max(1, steps // per)
@@ -60,6 +62,8 @@ def rl_phase(cfg: RunConfig, model, tok, steps: int, log: MetricsLog, c: Counter
         c.opt_steps += per
         c.policy_samples += st.samples - before
         log.write({**m, "phase": "rl", "step": c.opt_steps, "policy_samples": c.policy_samples})
+        if on_step is not None:
+            on_step(c.opt_steps)
 
 
 def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters,
@@ -78,8 +82,10 @@ def sft_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsL
             on_step(c.opt_steps)
 
 
-def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters) -> None:
-    """``steps`` averaged updates: RL (own AdamW) and SFT (own AdamW) from the same theta."""
+def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: MetricsLog, c: Counters,
+                   on_step: Callable[[int], None] | None = None) -> None:
+    """``steps`` averaged updates: RL (own AdamW) and SFT (own AdamW) from the same theta;
+    ``on_step(optimiser steps so far)`` after each."""
     if cfg.algo.minibatches * cfg.algo.ppo_epochs != 1:
         raise UserError("the parallel pipeline averages one RL update with one SFT update; "
                         "set algo.minibatches=1 algo.ppo_epochs=1")
@@ -95,6 +101,8 @@ def parallel_phase(cfg: RunConfig, model, tok, pairs: list, steps: int, log: Met
         c.sft_pairs += len(batch)
         log.write({**m, "phase": "parallel", "step": c.opt_steps, "policy_samples": c.policy_samples,
                    "sft_pairs": c.sft_pairs})
+        if on_step is not None:
+            on_step(c.opt_steps)
 
 
 def distill_data(cfg: RunConfig, task, teacher: Path, c: Counters) -> list:
@@ -116,18 +124,19 @@ def distill_data(cfg: RunConfig, task, teacher: Path, c: Counters) -> list:
 def run_pipeline(cfg: RunConfig, pipeline: str, model, tok, task, log: MetricsLog,
                  teacher: Path | None = None, on_step: Callable[[int], None] | None = None) -> dict:
     """Train ``model`` in place with ``pipeline`` on the configured budget -> budget counters.
-    ``on_step``: called after each SFT step of the sft, sft_gold and distill pipelines."""
+    ``on_step``: called after each optimiser step with the steps so far (every pipeline but
+    sft_then_rl), e.g. to keep milestone checkpoints."""
     S, c = cfg.excursions.steps, Counters()
     golds = lambda mode: sft_pairs(train_problems(cfg, task), mode)  # noqa: E731
     if pipeline == "rl":
-        rl_phase(cfg, model, tok, S, log, c)
+        rl_phase(cfg, model, tok, S, log, c, on_step)
     elif pipeline in ("sft", "sft_gold"):
         sft_phase(cfg, model, tok, golds(pipeline), S, log, c, on_step)
     elif pipeline == "sft_then_rl":
         sft_phase(cfg, model, tok, golds(cfg.excursions.sft_data), S // 2, log, c)
         rl_phase(cfg, model, tok, S - S // 2, log, c)
     elif pipeline == "parallel":
-        parallel_phase(cfg, model, tok, golds(cfg.excursions.sft_data), S, log, c)
+        parallel_phase(cfg, model, tok, golds(cfg.excursions.sft_data), S, log, c, on_step)
     elif pipeline == "distill":
         if teacher is None:
             raise UserError("the distill pipeline needs a teacher; set excursions.teacher")

@@ -525,6 +525,20 @@ def test_pretraining_seeds_are_a_declared_factor_and_the_top_level_of_the_interv
     assert [e["label"] for e in row["estimates"]] == ["p0-s0", "p0-s1", "p1-s0", "p1-s1"]
     assert set(row["details"]) == {"p0", "p1"} and row["seed_level"]["value"] == pytest.approx((0.25 + 1.0) / 2)
     assert row["verdict"] == "inconclusive"
+    # a quick form may cap the pretraining seeds: the other seeds' copies leave its models and evaluations
+    quick = dataclasses.replace(exp, quick=spec.QuickSpec(pretrain_seeds=1)).quick_form()
+    assert quick.pretrain_seeds == 1 and list(quick.models) == ["base", "other", "rl", "rl_other"]
+    assert quick.evaluations["e"].models == ("base", "rl", "rl_other")
+    assert list(exp.quick_form().models) == list(exp.models)  # 0: the experiment's
+    # ... and keep only the models it names: the others, and the claims that name them, leave it
+    small = dataclasses.replace(exp, quick=spec.QuickSpec(pretrain_seeds=1, models=("base", "other", "rl_other")))
+    quick = small.quick_form()
+    assert list(quick.models) == ["base", "other", "rl_other"] and quick.claims == ()  # c names rl
+    assert quick.evaluations["e"].models == ("base", "rl_other")
+    with pytest.raises(UserError, match=r"quick.models: 'rl_other' needs 'other'; keep it too"):
+        spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "other": {"kind": "base"},
+                                                           "rl_other": {"kind": "rl", "base": "other"}},
+                    "evaluations": {}, "claims": [], "quick": {"models": ["base", "rl_other"]}}, "x")
 
 
 def test_a_block_bootstrap_widens_the_interval_of_an_autocorrelated_series():

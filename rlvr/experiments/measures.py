@@ -9,10 +9,10 @@ else one; ``against`` is paired seed by seed when it is seeded too, else shared.
 Measures (formulas in docs/commands/reproduce.md; each registered once, :mod:`rlvr.experiments.registry`,
 the others by their own modules):
 
-- ``passk_diff`` (eval, model, against, k, margin = 0): mean_p [pass@k(model) - pass@k(against)] +
-  margin, unbiased pass@k (k = "max" means n); details carry the crossover k (smallest k where against
-  > model beyond the interval). A margin states a bound: "within m" is two claims, margin m (expect
-  positive) and -m (expect negative).
+- ``passk_diff`` (eval, model, against, k): mean_p [pass@k(model) - pass@k(against)], unbiased
+  pass@k (k = "max" means n); details carry the crossover k (smallest k where against > model beyond
+  the interval). A bound other than 0 is the claim's ``bound`` ("within m" is two claims: expect
+  positive with bound -m, expect negative with bound m).
 - ``passk_crossover`` (eval, model, against): log2 k_max - log2 k*, k* where the seed's mean pass@k
   curves cross (``model`` overtaking ``against``, interpolated in log2 k; :mod:`rlvr.eval.crossing`);
   > 0 means ``model`` overtakes before k_max; -1 (censored) that it does not up to k_max.
@@ -97,7 +97,7 @@ def passk_diff(get: Get, args: dict, seeds, against_seeds):
         pm = cell_passk(m, ks)  # (P, K)
         pa = cell_passk(a, ks)
         j = ks.index(k)
-        out.append(problem_estimate(s, pm[:, j] - pa[:, j] + args["margin"]))
+        out.append(problem_estimate(s, pm[:, j] - pa[:, j]))
         cross = crossover_k(ks, pa, pm)
         details["crossover"][seed_label(s)] = cross if cross is not None else f"none up to {ks[-1]}"
         details["model"][seed_label(s)] = {str(kk): float(v) for kk, v in zip(ks, pm.mean(0))}
@@ -220,9 +220,6 @@ LEVELS = ("token", "answer")
 class PasskArgs(PairArgs):
     k: int | str = "max"
     """pass@k's k, or "max" (= n)."""
-    margin: float = 0.0
-    """Added to the difference: "model is at most m below against" reads margin m with expect
-    positive, "at most m above" margin -m with expect negative (the two together: within m)."""
 
     def __post_init__(self):
         check_k(self.k)
@@ -291,8 +288,8 @@ def _stability_detail(d: dict, a: dict) -> str:
 
 
 register(
-    Measure("passk_diff", passk_diff, PasskArgs, lambda a: f"pass@{a['k']} {a['model']} - {a['against']}"
-            + (f" {a['margin']:+g} (margin)" if a.get("margin") else ""), INTERVAL, _passk_detail),
+    Measure("passk_diff", passk_diff, PasskArgs, lambda a: f"pass@{a['k']} {a['model']} - {a['against']}",
+            INTERVAL, _passk_detail),
     Measure("passk_crossover", passk_crossover, PairArgs,
             lambda a: f"log2 k_max - log2 k*, k* where {a['model']} overtakes {a['against']} (doublings)", INTERVAL,
             _crossover_detail, _crossing_identified),

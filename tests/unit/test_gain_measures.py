@@ -1,4 +1,4 @@
-"""gain_contrast, matched_gain_retention and passk_diff's margin, by hand on cells of a few problems."""
+"""gain_contrast and matched_gain_retention, by hand on cells of a few problems."""
 
 from __future__ import annotations
 
@@ -101,19 +101,6 @@ def test_matched_gain_retention_claim_is_not_identifiable_or_not_measured():
     cells = matched_cells()
     del cells[("track", "sft", 1, "step_000001")]  # a kept checkpoint's cell not run yet
     assert judge(claim, lookup(cells), [0, 1], [0, 1])["verdict"] == "not measured"
-
-
-def test_passk_diff_margin_shifts_the_difference_and_its_interval():
-    cells = {("e", "rl", 0, ""): cell([2, 0, 1], 2), ("e", "sft", 0, ""): cell([1, 1, 1], 2)}
-    args = {"eval": "e", "model": "rl", "against": "sft", "k": 1}
-    plain, _ = MEASURES["passk_diff"].run(lookup(cells), args, [0], [0])
-    moved, _ = MEASURES["passk_diff"].run(lookup(cells), {**args, "margin": 0.05}, [0], [0])
-    assert plain[0].value == pytest.approx(0.0)  # [.5, -.5, 0]
-    assert (moved[0].value, moved[0].lo, moved[0].hi) == pytest.approx(
-        (plain[0].value + 0.05, plain[0].lo + 0.05, plain[0].hi + 0.05))
-    assert MEASURES["passk_diff"].describe(MEASURES["passk_diff"].typed({**args, "margin": -0.05})) == \
-        "pass@1 rl - sft -0.05 (margin)"
-    assert MEASURES["passk_diff"].describe(MEASURES["passk_diff"].typed(args)) == "pass@1 rl - sft"
 
 
 def test_published_cells_read_a_kept_checkpoint(tmp_path):

@@ -18,9 +18,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from rlvr.errors import UserError
 from rlvr.log import ReadProgress
-from rlvr.paths import atomic_write, parse_json_line
+from rlvr.paths import HUGE_FLOAT, atomic_write, parse_json_line
 
 # field -> (allowed python types, may be null, human description)
 _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
@@ -91,6 +93,60 @@ def _plainly_valid(row: dict) -> bool:
     return True
 
 
+RowShape = tuple
+"""A row's keys then its values' types, in the row's order: ``(*row, *map(type, row.values()))``."""
+_SHAPES: dict[RowShape, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
+"""shape -> None (a row of it may be invalid or nests lists or objects: the full checks decide) or the
+keys of its floats and of its counts (:func:`_shape_checks`); at most :data:`_MAX_SHAPES` kept."""
+_MAX_SHAPES = 1024
+
+
+def _shape_checks(shape: RowShape) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """What is left to check of a row of ``shape`` parsed by orjson: None when its types alone may make
+    it invalid or it holds a list or an object; else the keys of its floats (each must lie within
+    +-:data:`rlvr.paths.HUGE_FLOAT`, which also makes it finite) and of its integer counts (each >= 0).
+    A row passing them is valid (:func:`row_problem`) and is the value ``json.loads`` gives."""
+    half = len(shape) // 2
+    types = dict(zip(shape[:half], shape[half:], strict=True))
+    if any(kind is dict or kind is list for kind in types.values()) or "problem_id" not in types:
+        return None
+    if types.get("correct", _NONE) is _NONE and types.get("reward", _NONE) is _NONE:
+        return None
+    if any(kind not in _QUICK.get(key, (kind,)) for key, kind in types.items()):
+        return None
+    return (tuple(key for key, kind in types.items() if kind is float),
+            tuple(key for key, kind in types.items() if kind is int and key in _COUNTS))
+
+
+def _plain_row(line: str) -> dict | None:
+    """The row of ``line`` when orjson parses it into a flat valid samples row whose floats are all
+    ``json.loads``'s (checked by the row's shape: :func:`_shape_checks`), else None: then
+    :func:`rlvr.paths.parse_json_line` and :func:`row_problem` decide (the common case in a few
+    lookups, where those take a walk of the row each)."""
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(row) is not dict:
+        return None
+    shape = (*row, *map(type, row.values()))
+    checks = _SHAPES.get(shape, False)
+    if checks is False:
+        checks = _shape_checks(shape)
+        if len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[shape] = checks
+    if checks is None:
+        return None
+    floats, counts = checks
+    for key in floats:
+        if not -HUGE_FLOAT < row[key] < HUGE_FLOAT:
+            return None
+    for key in counts:
+        if row[key] < 0:
+            return None
+    return row
+
+
 def row_problem(row: Any) -> str | None:
     """What is wrong with a samples row, as a sentence ending in the fix; None when it is valid."""
     if type(row) is dict and _plainly_valid(row):
@@ -143,15 +199,17 @@ def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[d
                 progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
             if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
                 continue
-            try:
-                row = parse_json_line(line)
-            except json.JSONDecodeError as e:
-                raise UserError(
-                    f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
-                ) from None
-            problem = row_problem(row)
-            if problem:
-                raise UserError(f"{p} line {lineno}: {problem}")
+            row = _plain_row(line)
+            if row is None:  # not plainly valid: parsed again, as json.loads would, and checked in full
+                try:
+                    row = parse_json_line(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(
+                        f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
+                    ) from None
+                problem = row_problem(row)
+                if problem:
+                    raise UserError(f"{p} line {lineno}: {problem}")
             rows += 1
             yield row
     progress.close()

@@ -249,10 +249,10 @@ def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     if reverify and task is None:
         raise UserError("--reverify re-scores completions with a task's verifier; pass --task NAME too")
-    cols = parse_columns(columns)
-    if fmt == "rlvr" or (fmt == "auto" and Path(path).suffix.lower() == ".jsonl" and not cols and _is_rlvr(path)):
+    if reads_as_rlvr_samples(path, fmt, columns):
         yield from iter_samples(path, quiet)
         return
+    cols = parse_columns(columns)
     records = iter_table(path, quiet)
     first = next(records, None)
     if first is None:
@@ -278,6 +278,13 @@ def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule:
             raise UserError(f"{path} row {i}: no correctness (empty score); map correct=COL or pass --task NAME")
         validate_row(s, f"{path} row {i}")
         yield s
+
+
+def reads_as_rlvr_samples(path: str | Path, fmt: str = "auto", columns: str | None = None) -> bool:
+    """Whether ``path`` is read as rlvr's own samples.jsonl (:func:`rlvr.eval.samples.iter_samples`):
+    ``fmt`` rlvr, or auto with a .jsonl file whose first row has ``problem_id`` and no column mapping."""
+    return fmt == "rlvr" or (fmt == "auto" and Path(path).suffix.lower() == ".jsonl" and not parse_columns(columns)
+                             and _is_rlvr(path))
 
 
 def _scored(rows: Iterable[dict], mapping: dict[str, str], source: str, path: str | Path, rule: Rule,

@@ -16,7 +16,7 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -185,36 +185,70 @@ def is_correct(row: Mapping[str, Any]) -> bool:
     return float(row["reward"]) > 0
 
 
+class SampleLineError(UserError):
+    """A bad line of a samples file: ``{path} line {lineno}: {problem}``."""
+
+    def __init__(self, path: Path, lineno: int, problem: str) -> None:
+        super().__init__(f"{path} line {lineno}: {problem}")
+        self.path, self.lineno, self.problem = path, lineno, problem
+
+
+class LinesRead:
+    """How many lines (blank ones too) and rows a :func:`read_rows` got through, set when it ends."""
+
+    __slots__ = ("lines", "rows")
+
+    def __init__(self) -> None:
+        self.lines = self.rows = 0
+
+
 def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[dict[str, Any]]:
     """The validated rows of a samples JSONL file, one at a time (blank lines skipped; memory: one
     line); progress on stderr unless ``quiet`` (:class:`rlvr.log.ReadProgress`). An empty file is an error."""
+    p = existing_samples_file(path)
+    progress = ReadProgress(p.name, p.stat().st_size, quiet)
+    counted = LinesRead()
+    with p.open(encoding="utf-8") as f:
+        yield from read_rows(f, p, progress, counted)
+    progress.close()
+    if not counted.rows:
+        raise empty_file_error(p)
+
+
+def existing_samples_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path; a UserError when there is no such file."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"samples file {p} does not exist; pass the path of a samples.jsonl")
-    progress = ReadProgress(p.name, p.stat().st_size, quiet)
-    rows = 0
-    with p.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not lineno & 4095:
-                progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
-            if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
-                continue
-            row = _plain_row(line)
-            if row is None:  # not plainly valid: parsed again, as json.loads would, and checked in full
-                try:
-                    row = parse_json_line(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(
-                        f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
-                    ) from None
-                problem = row_problem(row)
-                if problem:
-                    raise UserError(f"{p} line {lineno}: {problem}")
-            rows += 1
-            yield row
-    progress.close()
-    if not rows:
-        raise UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
+    return p
+
+
+def empty_file_error(p: Path) -> UserError:
+    return UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
+
+
+def read_rows(f: TextIO, p: Path, progress: ReadProgress, counted: LinesRead) -> Iterator[dict[str, Any]]:
+    """The validated rows of the lines of ``f`` (a text file of ``p``, maybe a byte range of it: line
+    numbers count from its start); a bad line raises :class:`SampleLineError`. ``progress`` is told
+    the bytes read every 4096 lines; ``counted`` holds the lines and rows when the lines end."""
+    rows = lineno = 0
+    for lineno, line in enumerate(f, start=1):
+        if not lineno & 4095:
+            progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
+        if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
+            continue
+        row = _plain_row(line)
+        if row is None:  # not plainly valid: parsed again, as json.loads would, and checked in full
+            try:
+                row = parse_json_line(line)
+            except json.JSONDecodeError as e:
+                raise SampleLineError(p, lineno, f"invalid JSON ({e.msg} at column {e.colno}); fix that line") from None
+            problem = row_problem(row)
+            if problem:
+                raise SampleLineError(p, lineno, problem)
+        rows += 1
+        yield row
+    counted.lines, counted.rows = lineno, rows
 
 
 def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

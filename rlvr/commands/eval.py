@@ -202,16 +202,18 @@ def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, A
 
 def _tallies(path: str, how: dict[str, Any], workers: int | None) -> Any:
     """The per-problem tallies of one samples file or folder: an rlvr samples file by ``workers``
-    processes over byte ranges (:mod:`rlvr.eval.parallel_read`; default by its size and the cores),
-    anything else in one pass of this process."""
-    from rlvr.eval.importers import iter_any, reads_as_rlvr_samples
+    processes over byte ranges (:mod:`rlvr.eval.parallel_read`; default by its size and the cores;
+    one: straight from its rows, without the importers' layers), anything else (and anything with
+    ``--reverify``, which the importers check) in one pass of this process."""
+    from rlvr.eval.importers import iter_any, not_utf8_error, reads_as_rlvr_samples
     from rlvr.eval.parallel_read import default_workers, tally_samples_file
     from rlvr.eval.tally import tally_rows
 
-    if Path(path).is_file() and reads_as_rlvr_samples(path, how["fmt"], how["columns"]):
-        workers = default_workers(path) if workers is None else workers
-        if workers > 1:
-            return tally_samples_file(path, workers, how["quiet"])
+    try:
+        if not how["reverify"] and Path(path).is_file() and reads_as_rlvr_samples(path, how["fmt"], how["columns"]):
+            return tally_samples_file(path, default_workers(path) if workers is None else workers, how["quiet"])
+    except UnicodeDecodeError as e:  # as iter_any says it
+        raise not_utf8_error(path, e) from None
     return tally_rows(iter_any(path, **how))
 
 

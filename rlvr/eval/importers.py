@@ -239,8 +239,13 @@ def iter_imported(path: str | Path, fmt: str = "auto", columns: str | None = Non
     try:
         yield from _iter_file(path, fmt, columns, task, rule, reverify, quiet)
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a samples file: JSONL, "
-                        "CSV or parquet") from None
+        raise not_utf8_error(path, e) from None
+
+
+def not_utf8_error(path: str | Path, error: UnicodeDecodeError) -> UserError:
+    """The one-line error for a samples file that is not UTF-8 text (nor parquet)."""
+    return UserError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); give a samples file: JSONL, "
+                     "CSV or parquet")
 
 
 def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule: Rule, reverify: bool,

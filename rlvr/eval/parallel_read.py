@@ -107,7 +107,7 @@ def tally_samples_file(path: str | os.PathLike[str], workers: int, quiet: bool =
     """The tallies :func:`rlvr.eval.tally.tally_rows` of :func:`rlvr.eval.samples.iter_samples` give,
     read by ``workers`` processes (this one and ``workers - 1`` forked ones; module docstring)."""
     p = existing_samples_file(path)
-    ranges = byte_ranges(p, workers)
+    ranges = byte_ranges(p, workers) if workers > 1 else []
     if len(ranges) < 2:
         return tally_rows(iter_samples(p, quiet))
     progress = ReadProgress(p.name, ranges[0][1], quiet)  # this process's range: the first

@@ -95,7 +95,7 @@ def test_a_bad_line_in_the_second_range_is_the_serial_error(tmp_path: Path, bad:
     assert "line 41:" in parallel_error(samples)
 
 
-def test_bytes_that_are_not_utf8_in_the_second_range_are_the_serial_error(tmp_path: Path) -> None:
+def test_bytes_that_are_not_utf8_in_the_second_range_are_the_serial_error(tmp_path: Path, capsys) -> None:
     samples = write(tmp_path / "samples.jsonl", mixed_lines(4))
     data = samples.read_bytes()
     cut = data.index(b"\n", len(data) * 3 // 4)
@@ -105,8 +105,23 @@ def test_bytes_that_are_not_utf8_in_the_second_range_are_the_serial_error(tmp_pa
     with pytest.raises(UnicodeDecodeError) as parallel:
         tally_samples_file(samples, 2)
     assert str(parallel.value) == str(serial.value)
+    said = []
+    for workers in ("1", "2"):  # the command's one-line error, not a traceback
+        assert main(["eval", "--samples", str(samples), "--read-workers", workers, "--quiet"]) == 2
+        said.append(capsys.readouterr().err)
+    assert said[0] == said[1] and "not UTF-8 text" in said[0] and len(said[0].strip().splitlines()) == 1
 
 
 def test_a_file_of_blank_lines_is_the_serial_empty_file_error(tmp_path: Path) -> None:
     samples = write(tmp_path / "samples.jsonl", [""] * 5000)
     assert parallel_error(samples) == serial_error(samples)
+
+
+def test_the_importers_checks_still_apply_to_an_rlvr_file(tmp_path: Path, capsys) -> None:
+    """The command reads an rlvr file without the importers' layers; --reverify without --task is
+    still refused, and --read-workers below 1 is one line."""
+    samples = write(tmp_path / "samples.jsonl", mixed_lines(5, rows=20))
+    assert main(["eval", "--samples", str(samples), "--reverify", "--quiet"]) == 2
+    assert "--reverify re-scores completions" in capsys.readouterr().err
+    assert main(["eval", "--samples", str(samples), "--read-workers", "0", "--quiet"]) == 2
+    assert "--read-workers must be >= 1" in capsys.readouterr().err

@@ -63,8 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--plots", help="write pass_at_k.png, entropy.png (and support.png) in this folder")
     out.add_argument("--ks", help="comma-separated k values (default: powers of two up to n, plus n)")
     src.add_argument("--read-workers", type=int, metavar="N",
-                     help="processes that read one rlvr samples file, each a byte range (default: the cores, at "
-                          "most 4, for a file of 256 MB or more, else 1; 1: one process); the result is the same")
+                     help="processes that read one rlvr samples file, each a byte range (default on Linux: the "
+                          "cores, at most 4, for a file of 256 MB or more, else 1; 1: one process); the result is the "
+                          "same")
     out.add_argument("--quiet", action="store_true",
                      help="no progress line while reading a long samples file (none is shown off a terminal)")
     gen = parser.add_argument_group("from a checkpoint (samples with a model)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -36,11 +37,16 @@ PARALLEL_MIN_BYTES = 256 << 20
 MAX_DEFAULT_WORKERS = 4
 
 
+def can_fork() -> bool:
+    """Whether reading processes are forked here: on Linux (fork is missing on Windows and unsafe on macOS)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
 def default_workers(path: str | os.PathLike[str]) -> int:
     """Processes to read ``path`` with by default: the cores this process may run on (at most
     :data:`MAX_DEFAULT_WORKERS`) for a file of :data:`PARALLEL_MIN_BYTES` or more, else 1; 1 where
-    processes cannot be forked."""
-    if "fork" not in multiprocessing.get_all_start_methods() or Path(path).stat().st_size < PARALLEL_MIN_BYTES:
+    processes are not forked (:func:`can_fork`)."""
+    if not can_fork() or Path(path).stat().st_size < PARALLEL_MIN_BYTES:
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(cores, MAX_DEFAULT_WORKERS))
@@ -105,9 +111,10 @@ def tally_range(path: Path, start: int, end: int, progress: ReadProgress | None 
 
 def tally_samples_file(path: str | os.PathLike[str], workers: int, quiet: bool = True) -> Tallies:
     """The tallies :func:`rlvr.eval.tally.tally_rows` of :func:`rlvr.eval.samples.iter_samples` give,
-    read by ``workers`` processes (this one and ``workers - 1`` forked ones; module docstring)."""
+    read by ``workers`` processes (this one and ``workers - 1`` forked ones; module docstring; one
+    where :func:`can_fork` is False)."""
     p = existing_samples_file(path)
-    ranges = byte_ranges(p, workers) if workers > 1 else []
+    ranges = byte_ranges(p, workers) if workers > 1 and can_fork() else []
     if len(ranges) < 2:
         return tally_rows(iter_samples(p, quiet))
     progress = ReadProgress(p.name, ranges[0][1], quiet)  # this process's range: the first

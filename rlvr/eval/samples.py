@@ -224,6 +224,7 @@ def existing_samples_file(path: str | os.PathLike[str]) -> Path:
 
 
 def empty_file_error(p: Path) -> UserError:
+    """The error for a samples file without a row (blank lines only, or nothing)."""
     return UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
 
 

@@ -223,6 +223,10 @@ def read_jsonl(path: str | Path, text: str | None = None) -> list[dict]:
     return [row for _, row in iter_jsonl(path, text)]
 
 
+HUGE_FLOAT = 9.2e18
+"""A float parsed by orjson at or beyond this magnitude may be a rounded integer literal (beyond 64 bits)."""
+
+
 def parse_json_line(line: str) -> Any:
     """``json.loads(line)``: the same value, or the same ``json.JSONDecodeError`` (message, line,
     column), parsed by orjson where it can. A line orjson rejects (NaN and Infinity literals, a number
@@ -242,7 +246,7 @@ def _holds_huge_float(value: Any) -> bool:
     not by a call each: this runs on every row of a samples file."""
     kind = type(value)
     if kind is float:
-        return not -9.2e18 < value < 9.2e18
+        return not -HUGE_FLOAT < value < HUGE_FLOAT
     if kind is dict:
         value = value.values()
     elif kind is not list:
@@ -250,7 +254,7 @@ def _holds_huge_float(value: Any) -> bool:
     for item in value:
         kind = type(item)
         if kind is float:
-            if not -9.2e18 < item < 9.2e18:
+            if not -HUGE_FLOAT < item < HUGE_FLOAT:
                 return True
         elif (kind is dict or kind is list) and _holds_huge_float(item):
             return True

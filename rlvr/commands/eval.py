@@ -62,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", help="write the eval.json result here")
     out.add_argument("--plots", help="write pass_at_k.png, entropy.png (and support.png) in this folder")
     out.add_argument("--ks", help="comma-separated k values (default: powers of two up to n, plus n)")
+    src.add_argument("--read-workers", type=int, metavar="N",
+                     help="processes that read one rlvr samples file, each a byte range (default on Linux: the "
+                          "cores, at most 4, for a file of 256 MB or more, else 1; 1: one process); the result is the "
+                          "same")
     out.add_argument("--quiet", action="store_true",
                      help="no progress line while reading a long samples file (none is shown off a terminal)")
     gen = parser.add_argument_group("from a checkpoint (samples with a model)")
@@ -152,6 +156,8 @@ def _check_mode(args: argparse.Namespace) -> None:
         raise UserError(
             "sampling a checkpoint needs an output folder; pass --out DIR (e.g. the run directory)"
         )
+    if args.read_workers is not None and args.read_workers < 1:
+        raise UserError(f"--read-workers must be >= 1, got {args.read_workers}; 1 reads in this process alone")
     if args.checkpoint and (args.n < 1 or args.problems < 1):
         raise UserError(f"--n and --problems must be >= 1, got {args.n} and {args.problems}; raise them")
 
@@ -178,7 +184,7 @@ def several_seeds(args: argparse.Namespace) -> bool:
 def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, Any]:
     """The result from samples files or run folders, each read once into per-problem tallies
     (:mod:`rlvr.eval.tally`): memory grows with problems and distinct answers, not with the file."""
-    from rlvr.eval.importers import iter_any, iter_imported
+    from rlvr.eval.importers import iter_imported
     from rlvr.eval.run_folders import step_files
     from rlvr.eval.steps import summarize_step_tallies
     from rlvr.eval.summary import compare_tallies, summarize_tallies
@@ -189,10 +195,27 @@ def _from_samples(args: argparse.Namespace, ks: list[int] | None) -> dict[str, A
         by_step = {step: tally_rows(row for f in files for row in iter_imported(f, **how))
                    for step, files in step_files(args.samples).items()}
         return summarize_step_tallies(by_step, ks, seed=args.seed)
-    trained = tally_rows(iter_any(args.samples, **how))
+    trained = _tallies(args.samples, how, args.read_workers)
     if args.base_samples:
-        return compare_tallies(tally_rows(iter_any(args.base_samples, **how)), trained, ks, seed=args.seed)
+        return compare_tallies(_tallies(args.base_samples, how, args.read_workers), trained, ks, seed=args.seed)
     return summarize_tallies(trained, ks, seed=args.seed)
+
+
+def _tallies(path: str, how: dict[str, Any], workers: int | None) -> Any:
+    """The per-problem tallies of one samples file or folder: an rlvr samples file by ``workers``
+    processes over byte ranges (:mod:`rlvr.eval.parallel_read`; default by its size and the cores;
+    one: straight from its rows, without the importers' layers), anything else (and anything with
+    ``--reverify``, which the importers check) in one pass of this process."""
+    from rlvr.eval.importers import iter_any, not_utf8_error, reads_as_rlvr_samples
+    from rlvr.eval.parallel_read import default_workers, tally_samples_file
+    from rlvr.eval.tally import tally_rows
+
+    try:
+        if not how["reverify"] and Path(path).is_file() and reads_as_rlvr_samples(path, how["fmt"], how["columns"]):
+            return tally_samples_file(path, default_workers(path) if workers is None else workers, how["quiet"])
+    except UnicodeDecodeError as e:  # as iter_any says it
+        raise not_utf8_error(path, e) from None
+    return tally_rows(iter_any(path, **how))
 
 
 def _machine(args: argparse.Namespace) -> dict[str, Any]:

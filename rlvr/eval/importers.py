@@ -239,8 +239,13 @@ def iter_imported(path: str | Path, fmt: str = "auto", columns: str | None = Non
     try:
         yield from _iter_file(path, fmt, columns, task, rule, reverify, quiet)
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); give a samples file: JSONL, "
-                        "CSV or parquet") from None
+        raise not_utf8_error(path, e) from None
+
+
+def not_utf8_error(path: str | Path, error: UnicodeDecodeError) -> UserError:
+    """The one-line error for a samples file that is not UTF-8 text (nor parquet)."""
+    return UserError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); give a samples file: JSONL, "
+                     "CSV or parquet")
 
 
 def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule: Rule, reverify: bool,
@@ -249,10 +254,10 @@ def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule:
         raise UserError(f"unknown --format {fmt!r}; use {' | '.join(FORMATS)}")
     if reverify and task is None:
         raise UserError("--reverify re-scores completions with a task's verifier; pass --task NAME too")
-    cols = parse_columns(columns)
-    if fmt == "rlvr" or (fmt == "auto" and Path(path).suffix.lower() == ".jsonl" and not cols and _is_rlvr(path)):
+    if reads_as_rlvr_samples(path, fmt, columns):
         yield from iter_samples(path, quiet)
         return
+    cols = parse_columns(columns)
     records = iter_table(path, quiet)
     first = next(records, None)
     if first is None:
@@ -278,6 +283,13 @@ def _iter_file(path: str | Path, fmt: str, columns: str | None, task: Any, rule:
             raise UserError(f"{path} row {i}: no correctness (empty score); map correct=COL or pass --task NAME")
         validate_row(s, f"{path} row {i}")
         yield s
+
+
+def reads_as_rlvr_samples(path: str | Path, fmt: str = "auto", columns: str | None = None) -> bool:
+    """Whether ``path`` is read as rlvr's own samples.jsonl (:func:`rlvr.eval.samples.iter_samples`):
+    ``fmt`` rlvr, or auto with a .jsonl file whose first row has ``problem_id`` and no column mapping."""
+    return fmt == "rlvr" or (fmt == "auto" and Path(path).suffix.lower() == ".jsonl" and not parse_columns(columns)
+                             and _is_rlvr(path))
 
 
 def _scored(rows: Iterable[dict], mapping: dict[str, str], source: str, path: str | Path, rule: Rule,

@@ -16,11 +16,13 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+import orjson
 
 from rlvr.errors import UserError
 from rlvr.log import ReadProgress
-from rlvr.paths import atomic_write, parse_json_line
+from rlvr.paths import HUGE_FLOAT, atomic_write, parse_json_line
 
 # field -> (allowed python types, may be null, human description)
 _FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
@@ -91,6 +93,60 @@ def _plainly_valid(row: dict) -> bool:
     return True
 
 
+RowShape = tuple
+"""A row's keys then its values' types, in the row's order: ``(*row, *map(type, row.values()))``."""
+_SHAPES: dict[RowShape, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
+"""shape -> None (a row of it may be invalid or nests lists or objects: the full checks decide) or the
+keys of its floats and of its counts (:func:`_shape_checks`); at most :data:`_MAX_SHAPES` kept."""
+_MAX_SHAPES = 1024
+
+
+def _shape_checks(shape: RowShape) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """What is left to check of a row of ``shape`` parsed by orjson: None when its types alone may make
+    it invalid or it holds a list or an object; else the keys of its floats (each must lie within
+    +-:data:`rlvr.paths.HUGE_FLOAT`, which also makes it finite) and of its integer counts (each >= 0).
+    A row passing them is valid (:func:`row_problem`) and is the value ``json.loads`` gives."""
+    half = len(shape) // 2
+    types = dict(zip(shape[:half], shape[half:], strict=True))
+    if any(kind is dict or kind is list for kind in types.values()) or "problem_id" not in types:
+        return None
+    if types.get("correct", _NONE) is _NONE and types.get("reward", _NONE) is _NONE:
+        return None
+    if any(kind not in _QUICK.get(key, (kind,)) for key, kind in types.items()):
+        return None
+    return (tuple(key for key, kind in types.items() if kind is float),
+            tuple(key for key, kind in types.items() if kind is int and key in _COUNTS))
+
+
+def _plain_row(line: str) -> dict | None:
+    """The row of ``line`` when orjson parses it into a flat valid samples row whose floats are all
+    ``json.loads``'s (checked by the row's shape: :func:`_shape_checks`), else None: then
+    :func:`rlvr.paths.parse_json_line` and :func:`row_problem` decide (the common case in a few
+    lookups, where those take a walk of the row each)."""
+    try:
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(row) is not dict:
+        return None
+    shape = (*row, *map(type, row.values()))
+    checks = _SHAPES.get(shape, False)
+    if checks is False:
+        checks = _shape_checks(shape)
+        if len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[shape] = checks
+    if checks is None:
+        return None
+    floats, counts = checks
+    for key in floats:
+        if not -HUGE_FLOAT < row[key] < HUGE_FLOAT:
+            return None
+    for key in counts:
+        if row[key] < 0:
+            return None
+    return row
+
+
 def row_problem(row: Any) -> str | None:
     """What is wrong with a samples row, as a sentence ending in the fix; None when it is valid."""
     if type(row) is dict and _plainly_valid(row):
@@ -129,34 +185,71 @@ def is_correct(row: Mapping[str, Any]) -> bool:
     return float(row["reward"]) > 0
 
 
+class SampleLineError(UserError):
+    """A bad line of a samples file: ``{path} line {lineno}: {problem}``."""
+
+    def __init__(self, path: Path, lineno: int, problem: str) -> None:
+        super().__init__(f"{path} line {lineno}: {problem}")
+        self.path, self.lineno, self.problem = path, lineno, problem
+
+
+class LinesRead:
+    """How many lines (blank ones too) and rows a :func:`read_rows` got through, set when it ends."""
+
+    __slots__ = ("lines", "rows")
+
+    def __init__(self) -> None:
+        self.lines = self.rows = 0
+
+
 def iter_samples(path: str | os.PathLike[str], quiet: bool = True) -> Iterator[dict[str, Any]]:
     """The validated rows of a samples JSONL file, one at a time (blank lines skipped; memory: one
     line); progress on stderr unless ``quiet`` (:class:`rlvr.log.ReadProgress`). An empty file is an error."""
+    p = existing_samples_file(path)
+    progress = ReadProgress(p.name, p.stat().st_size, quiet)
+    counted = LinesRead()
+    with p.open(encoding="utf-8") as f:
+        yield from read_rows(f, p, progress, counted)
+    progress.close()
+    if not counted.rows:
+        raise empty_file_error(p)
+
+
+def existing_samples_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path; a UserError when there is no such file."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"samples file {p} does not exist; pass the path of a samples.jsonl")
-    progress = ReadProgress(p.name, p.stat().st_size, quiet)
-    rows = 0
-    with p.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not lineno & 4095:
-                progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
-            if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
-                continue
+    return p
+
+
+def empty_file_error(p: Path) -> UserError:
+    """The error for a samples file without a row (blank lines only, or nothing)."""
+    return UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
+
+
+def read_rows(f: TextIO, p: Path, progress: ReadProgress, counted: LinesRead) -> Iterator[dict[str, Any]]:
+    """The validated rows of the lines of ``f`` (a text file of ``p``, maybe a byte range of it: line
+    numbers count from its start); a bad line raises :class:`SampleLineError`. ``progress`` is told
+    the bytes read every 4096 lines; ``counted`` holds the lines and rows when the lines end."""
+    rows = lineno = 0
+    for lineno, line in enumerate(f, start=1):
+        if not lineno & 4095:
+            progress.done(f.buffer.tell())  # bytes read so far (the text layer reads ahead in chunks)
+        if line.isspace():  # a blank line (stops at the first other character: no copy of the line)
+            continue
+        row = _plain_row(line)
+        if row is None:  # not plainly valid: parsed again, as json.loads would, and checked in full
             try:
                 row = parse_json_line(line)
             except json.JSONDecodeError as e:
-                raise UserError(
-                    f"{p} line {lineno}: invalid JSON ({e.msg} at column {e.colno}); fix that line"
-                ) from None
+                raise SampleLineError(p, lineno, f"invalid JSON ({e.msg} at column {e.colno}); fix that line") from None
             problem = row_problem(row)
             if problem:
-                raise UserError(f"{p} line {lineno}: {problem}")
-            rows += 1
-            yield row
-    progress.close()
-    if not rows:
-        raise UserError(f"samples file {p} is empty; generate samples first (rlvr eval CHECKPOINT --out DIR)")
+                raise SampleLineError(p, lineno, problem)
+        rows += 1
+        yield row
+    counted.lines, counted.rows = lineno, rows
 
 
 def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -17,26 +17,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-WHITESPACE_TO_SPACE = str.maketrans({c: " " for c in range(0x3001) if chr(c).isspace()})
-"""Every character ``str.split()`` splits on (``str.isspace``; none lies above U+3000) -> a space."""
-ASCII_WHITESPACE_TO_SPACE = bytes(0x20 if c < 128 and chr(c).isspace() else c for c in range(256))
-"""The same for ASCII text as a ``bytes.translate`` table (tab, newline, \\v, \\f, \\r, \\x1c-\\x1f)."""
+from rlvr.eval.trace_hash import trace_hash, trace_hashes
 
-
-def normalised(text: str) -> str:
-    """``" ".join(text.split())`` (:func:`rlvr.eval.samples.normalise_whitespace`) without making a
-    string per word: whitespace to spaces, runs of spaces halved until single, ends stripped. ASCII
-    text (the usual case) is done on its bytes, where translate and replace are a few times faster."""
-    if text.isascii():
-        data = text.encode("ascii").translate(ASCII_WHITESPACE_TO_SPACE)
-        while b"  " in data:
-            data = data.replace(b"  ", b" ")
-        return data.strip(b" ").decode("ascii")
-    text = text.translate(WHITESPACE_TO_SPACE)
-    while "  " in text:
-        text = text.replace("  ", " ")
-    return text.strip(" ")
-
+TRACE_BATCH = 64
+"""Correct completions hashed together (:func:`rlvr.eval.trace_hash.trace_hashes`) while reading."""
+PendingTraces = list[tuple[set[int], str]]
+"""Correct completions read but not yet hashed: (the trace set of their problem, completion)."""
 
 class ExactSum:
     """The exact sum of floats, kept as a short list of floats with that exact sum; ``value()`` is
@@ -136,9 +122,10 @@ class ProblemTally:
         self.finish_reasons: Counter[str] = Counter()
         self.tools: ToolTally | None = None
 
-    def add(self, row: Mapping[str, Any]) -> None:
+    def add(self, row: Mapping[str, Any], pending: PendingTraces | None = None) -> None:
         """Tally one validated samples row (:func:`rlvr.eval.samples.validate_row`); correct as
-        :func:`rlvr.eval.samples.is_correct` says (written out: this runs once per sample)."""
+        :func:`rlvr.eval.samples.is_correct` says (written out: this runs once per sample). A correct
+        sample's completion is hashed now, or put on ``pending`` when given (:func:`add_pending`)."""
         get = row.get
         flag = get("correct")
         ok = bool(flag) if flag is not None else float(row["reward"]) > 0
@@ -163,7 +150,10 @@ class ProblemTally:
         if completion is not None:
             self.has_completion = True
             if ok:
-                self.correct_traces.add(hash(normalised(completion)))
+                if pending is None:
+                    self.correct_traces.add(trace_hash(completion))
+                else:
+                    pending.append((self.correct_traces, completion))
         reward = get("reward")
         if reward is not None:
             self.reward_sum.add(float(reward))
@@ -225,12 +215,23 @@ Tallies = dict[str, ProblemTally]
 def tally_rows(rows: Iterable[Mapping[str, Any]], into: Tallies | None = None) -> Tallies:
     """Tally validated samples rows (added to ``into`` when given) -> problem_id -> ProblemTally."""
     tallies: Tallies = {} if into is None else into
+    pending: PendingTraces = []
     for row in rows:
         tally = tallies.get(row["problem_id"])
         if tally is None:
             tally = tallies[row["problem_id"]] = ProblemTally()
-        tally.add(row)
+        tally.add(row, pending)
+        if len(pending) == TRACE_BATCH:
+            add_pending(pending)
+    add_pending(pending)
     return tallies
+
+
+def add_pending(pending: PendingTraces) -> None:
+    """Hash the pending completions together and add each hash to its problem's traces; empties ``pending``."""
+    for (traces, _), hashed in zip(pending, trace_hashes([text for _, text in pending]), strict=True):
+        traces.add(hashed)
+    pending.clear()
 
 
 def merge_tallies(parts: Iterable[Tallies]) -> Tallies:

@@ -223,3 +223,31 @@ def test_invalid_json_messages_are_json_loads_messages(tmp_path: Path, line: str
     with pytest.raises(UserError) as raised:
         read_table(path)
     assert str(raised.value) == f"{path}:2 is not valid JSON ({error.msg}); fix or delete that line"
+
+
+@pytest.mark.parametrize(("later", "match"), [
+    (row(num_tokens=-1), "line 2: field 'num_tokens' must be a non-negative integer"),
+    (row(pid="q", mean_logp=float("nan")), "line 2: field 'mean_logp' must be a finite number"),
+])
+def test_a_row_shaped_like_a_valid_one_is_still_checked(tmp_path: Path, later: dict, match: str) -> None:
+    """The fast check goes by a row's keys and value types (rlvr.eval.samples._plain_row); a row of the
+    same shape as a valid one before it is still refused for its values."""
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(row()), json.dumps(later)])
+    with pytest.raises(UserError, match=match):
+        load_samples(path)
+
+
+def test_rows_read_fast_equal_the_rows_json_loads_gives(tmp_path: Path) -> None:
+    """Floats at or beyond 9.2e18 (orjson's reading of a huge integer literal) and every other row the
+    fast check passes on read as json.loads reads them, the shape seen valid before or not."""
+    values = [0.5, -2, 0, 1e300, -9.3e18, 9.1e18, "7", None, True, False]
+    lines = [json.dumps(row())]
+    for i, value in enumerate(values):
+        lines.append(json.dumps(row(reward=value, num_tokens=i, extra=value)))
+    lines += ['{"problem_id": "a", "correct": true, "reward": 12345678901234567890123}',
+              '{"problem_id": "a", "correct": true, "extra": -9223372036854775809, "reward": 0.5}']
+    expected = [json.loads(line) for line in lines]
+    valid = [i for i, line in enumerate(lines) if not isinstance(expected[i]["reward"], (str, bool))]
+    path = write_lines(tmp_path / "s.jsonl", [lines[i] for i in valid])
+    assert repr(load_samples(path)) == repr([expected[i] for i in valid])
+    assert isinstance(load_samples(path)[-2]["reward"], int)

@@ -22,7 +22,8 @@ import pytest
 from rlvr.eval.samples import is_correct, normalise_whitespace
 from rlvr.eval.steps import summarize_steps
 from rlvr.eval.summary import compare, summarize, tool_stats_of_tallies
-from rlvr.eval.tally import ExactSum, exact_parts, merge_tallies, normalised, tally_rows
+from rlvr.eval.tally import ExactSum, exact_parts, merge_tallies, tally_rows
+from rlvr.eval.trace_hash import normalised, trace_hash, trace_hashes
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "eval_tally" / "golden.json"
 
@@ -132,7 +133,7 @@ def test_normalised_is_normalise_whitespace() -> None:
              "one two", "é  ü\r\nß"]
     for text in texts:
         assert normalised(text) == normalise_whitespace(text), repr(text)
-    from rlvr.eval.tally import ASCII_WHITESPACE_TO_SPACE, WHITESPACE_TO_SPACE
+    from rlvr.eval.trace_hash import ASCII_WHITESPACE_TO_SPACE, WHITESPACE_TO_SPACE
 
     assert [c for c in range(0x110000) if chr(c).isspace()] == sorted(WHITESPACE_TO_SPACE)
     assert [c for c in range(256) if ASCII_WHITESPACE_TO_SPACE[c] != c] == [c for c in range(128) if chr(c).isspace()
@@ -143,6 +144,20 @@ def test_normalised_is_normalise_whitespace() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert normalised(text) == normalise_whitespace(text), repr(text)
+
+
+def test_trace_hashes_hash_each_text_normalised() -> None:
+    """The batched hashes (ASCII texts in one numpy pass) equal one text's hash, which is that of
+    ``normalise_whitespace`` of it: runs across the texts' joins, ends, \\x00 and non-ASCII texts."""
+    rng = random.Random(3)
+    alphabet = ["a", "b", " ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1f", "\x00", "\xa0", "é",
+                "\u3000"]
+    for size in (1, 2, 3, 7, 64, 65):
+        texts = ["".join(rng.choice(alphabet[:11] if rng.random() < 0.8 else alphabet)
+                         for _ in range(rng.randint(0, 12))) for _ in range(size)]
+        texts[0] = rng.choice(["", " ", "\n\t", "x", texts[0]])
+        assert trace_hashes(texts) == [trace_hash(text) for text in texts] == [
+            hash(normalise_whitespace(text)) for text in texts], texts
 
 
 def test_merged_tallies_equal_the_tallies_of_the_concatenated_rows() -> None:

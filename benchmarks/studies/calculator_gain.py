@@ -1,10 +1,12 @@
-"""The verdict of the calculator tool task's declared protocol (docs/results_tools.md), computed from
-the runs' own files: per seed the held-out episode success at the first logged step and after the
-last step, the gain, the run's wall clock; over the seeds the mean gain with a 95% Student-t interval
-(:func:`rlvr.experiments.verdict.seed_interval` over per-seed values with no interval of their own:
-mean +- t(0.975, n-1) s / sqrt(n)); pass iff mean >= 0.10 and the interval's lower end > 0.
+"""The verdict of a tool task's declared protocol (calculator: docs/results_tools.md; code_synth_tool:
+docs/results_code_synth_tool.md), computed from the runs' own files: per seed the held-out episode
+success at the first logged step and after the last step, the gain, the run's wall clock; over the
+seeds the mean gain with a 95% Student-t interval (:func:`rlvr.experiments.verdict.seed_interval`
+over per-seed values with no interval of their own: mean +- t(0.975, n-1) s / sqrt(n)); pass iff
+mean >= 0.10 and the interval's lower end > 0.
 
     python benchmarks/studies/calculator_gain.py runs/calc2-s0 runs/calc2-s1 runs/calc2-s2
+    python benchmarks/studies/calculator_gain.py runs/cst2-s0 runs/cst2-s1 runs/cst2-s2
 """
 
 from __future__ import annotations

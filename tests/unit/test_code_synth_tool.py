@@ -81,3 +81,20 @@ def test_the_corpus_gains_run_traces_some_of_them_wrong():
     ran_other = [d for d in traces if d.split("<run>")[-1].split("@")[0] != d.rsplit("return ", 1)[-1]]
     assert ran_other  # answered with another function than the last one it ran: a mistake RL has to fix
     assert any("<run>" not in d for d in docs)  # no run and a guess
+
+
+def test_the_v2_config_s_context_holds_the_widest_turn_the_episode_sampler_can_ask_for():
+    """A turn is sampled for the left-padded batch of live episodes: as wide as the longest (its prompt
+    and up to max_new_tokens - 1 episode tokens) plus up to max_turn_tokens more; past the model's
+    context the RoPE table runs out (the v2 pilot crashed so at context 160, docs/results_code_synth_tool.md)."""
+    from rlvr.config import load_config
+    from rlvr.model.tokenizer import CharTokenizer
+
+    cfg = load_config("code_synth_tool_v2")
+    task = get_task(cfg.task.name, **cfg.task.knobs)
+    prompts = [p.prompt for split in ("train", "heldout") for p in task.problems(split)]
+    longest_prompt = max(len(CharTokenizer().encode(p)) for p in prompts) + 1  # BOS
+    sampling = cfg.sampling
+    assert longest_prompt + sampling.max_new_tokens - 1 + sampling.max_turn_tokens <= cfg.model.context
+    episodes = [p.prompt + s for p in task.problems("train") for s in p.solutions]
+    assert max(map(len, episodes)) + 2 <= cfg.pretrain.seq_len + 1  # BOS + episode + EOS fits a window

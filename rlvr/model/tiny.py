@@ -306,7 +306,10 @@ class TinyGPT(nn.Module):
         of its ops: the rotary angles and the key mask are prepared once for all layers."""
         N, S, H = tok.shape[0], cache.length + 1, self.cfg.n_head
         km = cache.key_mask[:, :S]
-        pos = km.sum(-1) - 1  # real tokens before this one
+        # real tokens before this one; a row that finished stays in the batch (fed, its outputs discarded)
+        # until the sampler compacts it and may pass the context: its angle is clamped. Live rows never
+        # reach it (rlvr.rollout.sample.generate checks prompt + new tokens <= context).
+        pos = (km.sum(-1) - 1).clamp(max=self.cfg.context - 1)
         cos, sin = self.rope_cos[pos][:, None, None], self.rope_sin[pos][:, None, None]
         bias = torch.zeros(km.shape, device=tok.device).masked_fill_(~km, float("-inf"))
         bias = bias[:, None, None].expand(N, H, 1, S).reshape(N * H, 1, S)

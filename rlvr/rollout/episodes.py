@@ -98,11 +98,22 @@ def sample_episodes(model, tok, prompts: list[Prompt], environments: list, probl
                               interruption_ids=(), marker_ids=())
         ids, mask = left_pad([rows[b].prompt + rows[b].ids for b in live], tok.pad_id)
         rb = generate(model, ids.to(device), mask.to(device), turn_params, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                      version=version, generator=generator, on_step=on_step)
+                      version=version, generator=generator, on_step=on_step,
+                      row_limits=_own_limits([rows[b] for b in live], width, budget, model, device))
         live = [b for j, b in enumerate(live)
                 if _after_turn(rows[b], environments[b], rb, j, tok, budget, call_stops[b],
                                last_turn=turn == limits.max_turns - 1)]
     return _batch(rows, prompt_ids, prompt_mask, tok, params.self_certainty, device)
+
+
+def _own_limits(rows: list[_Row], width: int, budget: int, model, device) -> torch.Tensor | None:
+    """Each row's cap on this turn's tokens (its budget left) when the turn's shared ``width`` would take
+    some row past a tiny model's context (rows advance in lockstep; a row past its budget would else go
+    on to the width); None when it cannot (every row gets ``width``, as before)."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or cfg.kind == "hf" or max(len(r.prompt) + len(r.ids) for r in rows) + width <= cfg.context:
+        return None
+    return torch.tensor([min(width, budget - len(r.ids)) for r in rows], dtype=torch.long, device=device)
 
 
 def _after_turn(row: _Row, env, rb: RolloutBatch, j: int, tok, budget: int, call_stops, last_turn: bool) -> bool:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr.errors import UserError
 from rlvr.tasks.environment import EpisodeLimits
 from rlvr.types import RolloutBatch
 
@@ -118,6 +119,24 @@ def runs_of(items: list) -> tuple[list, list[int]]:
     return firsts, counts
 
 
+def _check_context(model, prompt_mask: torch.Tensor, repeats: torch.Tensor | None, new_tokens: torch.Tensor) -> None:
+    """Raise UserError when a row's real prompt tokens (``prompt_mask`` (B, Tp), rows repeated by
+    ``repeats``) plus its ``new_tokens`` (B_out,) would pass a tiny model's context (its rotary table);
+    models without a fixed context here (Hugging Face) are not checked."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or cfg.kind == "hf":
+        return
+    real = prompt_mask.sum(-1)
+    if repeats is not None:
+        real = real.repeat_interleave(repeats)
+    need = real + new_tokens
+    if bool((need > cfg.context).any()):
+        i = int(need.argmax())
+        raise UserError(f"a prompt of {int(real[i])} tokens plus {int(new_tokens[i])} new tokens passes "
+                        f"model.context={cfg.context}: raise model.context, lower sampling.max_new_tokens, "
+                        "or shorten the prompts")
+
+
 def generate(
     model,
     prompt_ids: torch.Tensor,
@@ -132,6 +151,7 @@ def generate(
     sync_every: int = 8,
     repeats: torch.Tensor | None = None,
     on_step: Callable[[int], None] | None = None,
+    row_limits: torch.Tensor | None = None,
 ) -> RolloutBatch:
     """Sample one completion per row of ``prompt_ids`` (B, Tp) (left-padded), or with ``repeats``
     (B,) long, ``repeats[i]`` completions of prompt i (rows in that order: prefix sharing, each
@@ -147,6 +167,10 @@ def generate(
     ``on_step``, if given, is called with the decoding steps done since its last call (progress
     display): 1 per step, and when every row finishes early the steps left, so that the calls of one
     batch add up to its step budget (``max_new_tokens`` plus the interruption's tokens).
+    ``row_limits`` (B,) long, if given: each row's own cap on new tokens (at most ``max_new_tokens``;
+    a row reaching it finishes ``length``). A model with a fixed context (the tiny model's
+    ``model.context``) must hold every row's prompt plus its new tokens, else
+    :class:`~rlvr.errors.UserError` says so before sampling.
     """
     with torch.inference_mode():  # cheaper dispatch; results are cloned out of inference mode below
         if repeats is not None:
@@ -175,6 +199,9 @@ def generate(
         w_f = torch.zeros(B, t_total, 4, device=dev)
         w_loss = torch.ones(B, t_total, dtype=torch.bool, device=dev)
         limit = torch.full((B,), p.max_new_tokens, dtype=torch.long, device=dev)
+        if row_limits is not None:
+            limit = torch.minimum(limit, row_limits.to(dev))
+        _check_context(model, prompt_mask, repeats, limit + (t_total - p.max_new_tokens))
         force_pos = torch.full((B,), -1, dtype=torch.long, device=dev)  # index into forced ids, -1 = not forcing
         interrupted = torch.zeros(B, dtype=torch.bool, device=dev)
         saw_marker = torch.zeros(B, dtype=torch.bool, device=dev)

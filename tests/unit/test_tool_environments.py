@@ -12,6 +12,7 @@ import torch
 
 from rlvr.algo.losses import loss_config, objective, token_weights
 from rlvr.config import load_config
+from rlvr.errors import UserError
 from rlvr.eval.summary import summarize
 from rlvr.model.logprobs import completion_logits, score, sequences, token_logprobs
 from rlvr.model.tiny import TinyGPT
@@ -200,6 +201,25 @@ def test_turn_token_limit_ends_a_long_turn():
                 n = 0
         runs.append(n)
         assert max(runs) <= 3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_episodes_near_the_context_never_pass_it(seed):
+    # Rows advance in lockstep and one turn's width is the largest budget left, so a long row used to
+    # run past model.context (an IndexError in the rotary table): each row now stops at its own budget.
+    tok = CharTokenizer()
+    cfg = load_config("quickstart", ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.context=64",
+                                     "sampling.max_new_tokens=30", "sampling.max_turns=10",
+                                     "sampling.max_turn_tokens=20"])
+    torch.manual_seed(seed)
+    model = TinyGPT(cfg.model, tok.vocab_size)
+    rows = [Problem(str(i), f"Q:{i:02d}{'1' * 24}\n", "1") for i in range(8)]  # 30 tokens: + 30 new fit in 64
+    rb = sample(model, tok, [p.prompt for p in rows], sample_params(cfg.sampling, tok),
+                generator=torch.Generator().manual_seed(seed), environments=[Echo() for _ in rows], problems=rows)
+    assert rb.completion_mask.sum(-1).max() <= 30 and rb.env_mask.any()
+    # a prompt that cannot hold its new tokens is refused before sampling, in words
+    with pytest.raises(UserError, match="passes model.context=64"):
+        sample(model, tok, ["Q:" + "1" * 40 + "\n"], sample_params(cfg.sampling, tok))
 
 
 def test_single_turn_tasks_get_no_environments():

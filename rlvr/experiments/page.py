@@ -211,7 +211,11 @@ def provenance(command: str, machine: str) -> list[str]:
 def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
                command: str, quick: bool, sections: dict[str, list[str]] | None = None) -> Path:
     """Write README.md, table.json and the plots; -> README.md. ``sections``: {title: markdown
-    lines} of extra sections before the details (weights, training dynamics), empty ones skipped."""
+    lines} of extra sections before the details (weights, training dynamics), empty ones skipped.
+    The rows are shown as table.json keeps them (floats to 4 places), so the page and the index built
+    from table.json print the same digits (unrounded, a value like 0.64051 read 0.641 here and 0.640
+    there)."""
+    rows = rounded(rows)
     plots = plot_passk(exp, curves, out)
     done = sum(status_of(r) != NOT_MEASURED for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)

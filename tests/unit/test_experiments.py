@@ -675,3 +675,22 @@ def test_the_index_lists_declared_experiments_without_a_page_as_declared_not_run
     waiting = text[text.index("## Declared, not run"):]
     assert "| boundary |" not in waiting and all(f"| {n} |" in waiting for n in spec.names() if n != "boundary")
     assert "declared, not run" in waiting and "| scalerl_bend |" in waiting
+
+
+def test_the_page_and_the_index_print_the_same_digits(tmp_path):
+    import json
+    from pathlib import Path
+
+    from rlvr.experiments.page import ours, write_index, write_page
+
+    published = json.loads((Path(__file__).parents[2] / "docs/reproductions/tools/table.json").read_text())
+    rows = published["claims"][:1]
+    rows[0]["estimates"][0]["value"] = 0.64051  # table.json keeps 0.6405, which prints 0.640
+    rows[0]["seed_level"]["value"] = 0.64051
+    out = tmp_path / "tools"
+    out.mkdir()
+    run = {"complete": True, "timings": {}, "built": {}, "wall_s": 0.0}
+    page = write_page(spec.load("tools"), out, rows, {}, {}, run, "a machine", "rlvr reproduce tools", False)
+    index = write_index(tmp_path).read_text()
+    kept = json.loads((out / "table.json").read_text())["claims"][0]
+    assert ours(kept) in page.read_text() and ours(kept) in index and "+0.640" in ours(kept)

@@ -23,10 +23,9 @@ def _private_cache(tmp_path_factory):
 
 
 def tiny_run_overrides(out_dir) -> list[str]:
-    """TINY for a training run that writes under ``out_dir``. task.train_size: these runs train on a few
-    hundred prompts at most, so they draw 128 problems, not the ~2,250 of the default pool (about 1 s of
-    CPU per run)."""
-    return [*TINY, "task.train_size=128", f"train.out_dir={out_dir}", "log.progress=none"]
+    """TINY for a training run that writes under ``out_dir`` (what ``tiny_overrides`` gives a test; a
+    module-scoped fixture names its own folder)."""
+    return [*TINY, f"train.out_dir={out_dir}", "log.progress=none"]
 
 
 @pytest.fixture

@@ -22,9 +22,15 @@ def _private_cache(tmp_path_factory):
     yield
 
 
+def tiny_run_overrides(out_dir) -> list[str]:
+    """TINY for a training run that writes under ``out_dir`` (what ``tiny_overrides`` gives a test; a
+    module-scoped fixture names its own folder)."""
+    return [*TINY, f"train.out_dir={out_dir}", "log.progress=none"]
+
+
 @pytest.fixture
 def tiny_overrides(tmp_path):
-    return [*TINY, f"train.out_dir={tmp_path}", "log.progress=none"]
+    return tiny_run_overrides(tmp_path)
 
 
 @pytest.fixture(scope="module")

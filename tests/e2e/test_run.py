@@ -18,29 +18,6 @@ def test_makefile_run_target_calls_rlvr_run():
     assert "$(VENV)/bin/rlvr run" in text and "pytest tests" in text
 
 
-def test_tiny_main_job_end_to_end(tiny_overrides, tmp_path, capsys):
-    run_dir = tmp_path / "run"
-    rc = main(["run", *tiny_overrides, "algo.prompts_per_step=4", "algo.group_size=4", "train.steps=2",
-               "train.eval_problems=6", "train.final_eval_samples=4", "sampling.max_new_tokens=24",
-               "sampling.interruption_budget=16", "--run-dir", str(run_dir), "--quiet"])
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert "pass@1" in out and "pass@4" in out
-    ev = json.loads((run_dir / "eval.json").read_text())
-    assert set(ev["base"]["pass_at_k"]) == {"1", "2", "4"} and set(ev["trained"]["pass_at_k"]) == {"1", "2", "4"}
-    assert ev["base"]["problems"] == 6 and "support" in ev and "perplexity_under_base" in ev
-    assert (run_dir / "samples.jsonl").exists() and (run_dir / "config.yaml").exists()
-    assert (run_dir / "report.html").exists()
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(x)["step"] for x in lines] == [1, 2]
-    # model.dtype=auto (pinned to float32 in tests): the run records what it resolved to, and where
-    assert "dtype: float32" in (run_dir / "config.yaml").read_text()
-    machine = json.loads((run_dir / "machine.json").read_text())
-    assert machine["precision"] == "float32" and machine["cpu"] and "avx2" in machine["flags"]
-    assert ev["machine"]["precision"] == "float32" and ev["machine"]["torch"] == machine["torch"]
-    assert "machine: " in out and "precision float32" in (run_dir / "report.html").read_text()
-
-
 def test_cli_help_lists_every_command():
     out = subprocess.run([sys.executable, "-m", "rlvr.cli", "--help"], capture_output=True, text=True).stdout
     for name in ("run", "pretrain", "train", "eval", "fit", "weights", "collapse", "report", "config"):
@@ -61,9 +38,29 @@ def _without_times(obj):
     return obj
 
 
+def _check_main_job_outputs(run_dir: Path, out: str) -> None:
+    """What a tiny `rlvr run` (RUN_ARGS) writes and prints: pass@k of base and trained, support, perplexity,
+    samples, config, report, one metrics line per step, and the machine and precision it resolved."""
+    assert "pass@1" in out and "pass@4" in out
+    ev = json.loads((run_dir / "eval.json").read_text())
+    assert set(ev["base"]["pass_at_k"]) == {"1", "2", "4"} and set(ev["trained"]["pass_at_k"]) == {"1", "2", "4"}
+    assert ev["base"]["problems"] == 6 and "support" in ev and "perplexity_under_base" in ev
+    assert (run_dir / "samples.jsonl").exists() and (run_dir / "config.yaml").exists()
+    assert (run_dir / "report.html").exists()
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2]
+    # model.dtype=auto (pinned to float32 in tests): the run records what it resolved to, and where
+    assert "dtype: float32" in (run_dir / "config.yaml").read_text()
+    machine = json.loads((run_dir / "machine.json").read_text())
+    assert machine["precision"] == "float32" and machine["cpu"] and "avx2" in machine["flags"]
+    assert ev["machine"]["precision"] == "float32" and ev["machine"]["torch"] == machine["torch"]
+    assert "machine: " in out and "precision float32" in (run_dir / "report.html").read_text()
+
+
 def test_same_machine_seed_and_config_give_identical_numbers(tiny_overrides, tmp_path, capsys):
     """Determinism: two `rlvr run`s of one config on one machine (the base pretrained once for each,
-    in separate caches) give bit-identical base weights, metrics, trained weights and eval.json."""
+    in separate caches) give bit-identical base weights, metrics, trained weights and eval.json. The first
+    is also the tiny main job's end-to-end check (:func:`_check_main_job_outputs`): one run serves both."""
     import os
 
     from safetensors.torch import load_file
@@ -71,7 +68,7 @@ def test_same_machine_seed_and_config_give_identical_numbers(tiny_overrides, tmp
     from rlvr.log import read_metrics
     from rlvr.train.checkpoint import latest_good_checkpoint
 
-    runs = []
+    runs, outs = [], []
     for i in range(2):
         os.environ["RLVR_CACHE"], old = str(tmp_path / f"cache{i}"), os.environ["RLVR_CACHE"]
         try:
@@ -79,7 +76,9 @@ def test_same_machine_seed_and_config_give_identical_numbers(tiny_overrides, tmp
         finally:
             os.environ["RLVR_CACHE"] = old
         runs.append(tmp_path / f"run{i}")
-    out = capsys.readouterr().out
+        outs.append(capsys.readouterr().out)
+    _check_main_job_outputs(runs[0], outs[0])
+    out = "".join(outs)
     assert "retention strings greedy accuracy" in out and "delta" in out
     bases = sorted((tmp_path / "cache0" / "base").glob("*/final/model.safetensors")) + \
         sorted((tmp_path / "cache1" / "base").glob("*/final/model.safetensors"))

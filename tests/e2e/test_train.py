@@ -1,6 +1,7 @@
 """End-to-end RL on the tiny model: runs, resumes exactly, warns on silent failures."""
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from rlvr.config import load_config
 from rlvr.log import read_metrics
 from rlvr.train.checkpoint import latest_good_checkpoint
 from rlvr.train.loop import train
+from tests.conftest import tiny_run_overrides
 
 VOLATILE = {"wall_s", "gen_s", "train_s", "score_s", "scored_per_s"}
 
@@ -26,6 +28,19 @@ def _cfg(tiny_overrides, *extra):
 
 def _stable(rows):
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def _trained_run(tmp_path_factory) -> Path:
+    """One finished 2-step run for the module (trained once; each test gets its own copy)."""
+    out = tmp_path_factory.mktemp("finished")
+    return train(_cfg(tiny_run_overrides(out), "train.steps=2"), run_dir=out / "run", progress="none")
+
+
+@pytest.fixture
+def finished_run(_trained_run, tmp_path) -> Path:
+    """A finished 2-step run of this test's own, in ``tmp_path / "run"`` (the tests change it)."""
+    return Path(shutil.copytree(_trained_run, tmp_path / "run"))
 
 
 def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(tiny_overrides, tmp_path):
@@ -44,11 +59,10 @@ def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(tiny_overrides, t
     assert state_a["tracker"] == state_b["tracker"] and state_a["data"] == state_b["data"]
 
 
-def test_resume_with_nothing_to_do_warns(tiny_overrides, tmp_path):
-    run = train(_cfg(tiny_overrides, "train.steps=1"), run_dir=tmp_path / "r", progress="none")
+def test_resume_with_nothing_to_do_warns(finished_run):
     with pytest.warns(RuntimeWarning, match="zero steps would run"):
-        train(resume=run, progress="none")
-    assert len(read_metrics(run)) == 1
+        train(resume=finished_run, progress="none")
+    assert len(read_metrics(finished_run)) == 2
 
 
 def test_corrupt_checkpoint_falls_back_to_previous(tiny_overrides, tmp_path):
@@ -120,11 +134,6 @@ def _one_error_line(proc: subprocess.CompletedProcess) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines and lines[-1].startswith("error: "), proc.stderr
     return lines[-1]
-
-
-@pytest.fixture
-def finished_run(tiny_overrides, tmp_path) -> Path:
-    return train(_cfg(tiny_overrides, "train.steps=2"), run_dir=tmp_path / "run", progress="none")
 
 
 def test_a_new_run_into_a_used_run_folder_is_refused_unless_overwrite(finished_run, tiny_overrides):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 
 from rlvr.errors import UserError
@@ -99,6 +100,7 @@ class ProblemPool:
         self._by_split: dict[str, list[Problem]] = {s: [] for s in SPLITS}
         self._index: dict[str, list[int]] = {s: [] for s in SPLITS}  # stream position of each problem
         self._exhausted = False
+        self._lock = threading.Lock()  # a shared pool may grow from several threads
 
     def _grow(self, split: str, n: int | None) -> None:
         misses = 0
@@ -120,12 +122,37 @@ class ProblemPool:
             self._by_split[s].append(Problem(pid, p.prompt, p.answer, p.solutions, meta))
             self._index[s].append(len(self._seen) - 1)
 
+    def __getstate__(self) -> dict:
+        """Picklable (a task travels to worker processes): everything but the lock."""
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    _shared: dict[Hashable, ProblemPool] = {}
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, key: Hashable, task_name: str, seed: int, sample: Callable[[random.Random], Problem | None],
+               heldout_frac: float, pool_size: int) -> ProblemPool:
+        """The one pool of this process for ``key``, which must name everything ``sample`` depends on
+        (the task's class and knobs) besides the arguments: a second task built with the same knobs
+        reads the stream the first one drew (the same problems; a pool is deterministic, so who grew it
+        first does not matter) instead of drawing it again (about 0.5 s for arithmetic's default pool)."""
+        with cls._shared_lock:
+            pool = cls._shared.get(key)
+            if pool is None:
+                pool = cls._shared[key] = cls(task_name, seed, sample, heldout_frac, pool_size)
+            return pool
+
     def take(self, split: str, n: int | None) -> list[Problem]:
         """The first n problems of ``split`` (n=None: its share of the first ``pool_size``)."""
         check_split(split)
         if n is not None and (not isinstance(n, int) or n < 0):
             raise UserError(f"bad number of problems n={n!r}; use a non-negative integer or None")
-        self._grow(split, n)
+        with self._lock:
+            self._grow(split, n)
         have = self._by_split[split]
         if n is None:
             return [p for p, i in zip(have, self._index[split], strict=True) if i < self.pool_size]
@@ -302,7 +329,9 @@ class ArithmeticTask:
         self.max_value, self.ops = max_value, ops
         self.max_result, self.max_solutions, self.seed = max_result, max_solutions, seed
         self.commute = commute
-        self._pool = ProblemPool(self.name, seed, self._sample, heldout_frac, pool_size)
+        key = (type(self).__module__, type(self).__qualname__, seed, min_operands, max_operands, max_value, ops,
+               max_result, max_solutions, heldout_frac, pool_size, commute)
+        self._pool = ProblemPool.shared(key, self.name, seed, self._sample, heldout_frac, pool_size)
 
     def _sample(self, rng: random.Random) -> Problem | None:
         n = rng.randint(self.min_operands, self.max_operands)

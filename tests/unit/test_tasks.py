@@ -278,3 +278,19 @@ def test_arithmetic_commute_gives_many_valid_gold_traces():
             for step in sol.split("\n")[0].split(";"):
                 a, op, b, c = re.fullmatch(r"(\d+)([+*-])(\d+)=(\d+)", step).groups()
                 assert {"+": int(a) + int(b), "*": int(a) * int(b), "-": int(a) - int(b)}[op] == int(c)
+
+
+def test_arithmetic_tasks_with_the_same_knobs_share_one_pool_and_its_problems():
+    import pickle
+
+    from rlvr.tasks.arithmetic import ProblemPool
+
+    a, b = ArithmeticTask(seed=7), ArithmeticTask(seed=7)
+    assert a._pool is b._pool and a._pool is not ArithmeticTask(seed=8)._pool
+    assert all(a._pool is not ArithmeticTask(seed=7, **knob)._pool for knob in ({"max_value": 8}, {"commute": True}))
+    # the shared stream is the one a private pool draws, whichever task grew it first
+    held = b.problems("heldout", 40)
+    own = ProblemPool(a.name, 7, ArithmeticTask(seed=7)._sample, 0.15, 5000)
+    assert a.problems("train") == own.take("train", None) and held == own.take("heldout", 40)
+    copy = pickle.loads(pickle.dumps(a))  # a task still travels to worker processes
+    assert copy.problems("heldout", 40) == held

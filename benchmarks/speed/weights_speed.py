@@ -66,6 +66,43 @@ def make_pair(out: Path, shapes: dict[str, tuple[int, ...]], density: float,
     return out / "base.safetensors", out / "tuned.safetensors"
 
 
+def _stream_file(path: Path, shapes: dict[str, tuple[int, ...]], tensor) -> None:
+    """Write a bf16 safetensors file one tensor at a time (``tensor(i, name, shape)`` -> bf16 tensor):
+    the header first (offsets from the shapes), then each tensor's bytes, so memory holds one tensor."""
+    offsets, at = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * torch.Size(shape).numel()
+        offsets[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [at, at + size]}
+        at += size
+    header = json.dumps(offsets, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        for i, (name, shape) in enumerate(shapes.items()):
+            f.write(tensor(i, name, shape).contiguous().view(torch.int16).numpy().tobytes())
+
+
+def make_pair_streamed(out: Path, shapes: dict[str, tuple[int, ...]], density: float,
+                       seed: int = 0) -> tuple[Path, Path]:
+    """:func:`make_pair`'s kind of pair (bf16, N(0, 0.02) matrices, ``density`` of entries moved by 2%) for
+    pairs too large to hold in memory: each tensor drawn from its own generator (seed, index), written
+    as it is drawn, and drawn again for the tuned file. Not the same numbers as :func:`make_pair`."""
+    def base(i: int, shape: tuple[int, ...]) -> torch.Tensor:
+        g = torch.Generator().manual_seed(seed * 100_003 + 2 * i)
+        w = torch.ones(shape) if len(shape) == 1 else torch.randn(shape, generator=g) * 0.02
+        return w.to(torch.bfloat16)
+
+    def tuned(i: int, shape: tuple[int, ...]) -> torch.Tensor:
+        w, g = base(i, shape).float(), torch.Generator().manual_seed(seed * 100_003 + 2 * i + 1)
+        hit = torch.rand(w.shape, generator=g) < density
+        sign = torch.where(torch.rand(w.shape, generator=g) < 0.5, -1.0, 1.0)
+        return torch.where(hit, w * (1 + 0.02 * sign), w).to(torch.bfloat16)
+
+    _stream_file(out / "base.safetensors", shapes, lambda i, name, shape: base(i, shape))
+    _stream_file(out / "tuned.safetensors", shapes, lambda i, name, shape: tuned(i, shape))
+    return out / "base.safetensors", out / "tuned.safetensors"
+
+
 def time_analysis(base: Path, tuned: Path, k: int, out_json: Path, threads: int | None,
                   rlvr_root: str | None = None) -> tuple[float, ...]:
     """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of the ``rlvr weights`` subprocess
@@ -109,6 +146,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, help="torch threads for both the analysis and the baseline")
     parser.add_argument("--pair-dir", help="keep the pair in this folder (written when absent, reused when present) "
                         "and the result JSON there as weights.json: runs of two checkouts compare on one pair")
+    parser.add_argument("--stream-write", action="store_true",
+                        help="write the pair a tensor at a time (automatic when it would fill half the memory)")
     parser.add_argument("--rlvr-root", help="run the rlvr of this checkout (default: the one importable here)")
     return parser.parse_args()
 
@@ -126,12 +165,16 @@ def main() -> int:
         base, tuned = folder / "base.safetensors", folder / "tuned.safetensors"
         if not (base.is_file() and tuned.is_file()):  # written by a child: this process stays small, and
             start = time.perf_counter()                 # the analysis child forked from it starts small
+            # a pair whose two bf16 copies would fill half the memory is written a tensor at a time
+            streamed = 4 * row["params"] > os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2
+            maker = "make_pair_streamed" if streamed or args.stream_write else "make_pair"
             writer = ("import sys; sys.path.insert(0, sys.argv[1]); import weights_speed as w; "
                       "from pathlib import Path; "
-                      "w.make_pair(Path(sys.argv[2]), w.llama_shapes(*map(int, sys.argv[3:7])), float(sys.argv[7]))")
+                      f"w.{maker}(Path(sys.argv[2]), w.llama_shapes(*map(int, sys.argv[3:7])), float(sys.argv[7]))")
             subprocess.run([sys.executable, "-c", writer, str(Path(__file__).parent), str(folder), str(args.layers),
                             str(args.hidden), str(args.intermediate), str(args.vocab), str(args.density)], check=True)
-            print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s")
+            print(f"wrote a {row['params'] / 1e6:.1f}M-parameter bf16 pair in {time.perf_counter() - start:.1f}s"
+                  f"{' (a tensor at a time)' if maker == 'make_pair_streamed' else ''}")
         wall, cpu, rss = time_analysis(base, tuned, args.k, folder / "weights.json", args.threads, args.rlvr_root)
         sparsity = json.loads((folder / "weights.json").read_text())["pairs"][0]["sparsity"]
         print(f"rlvr weights: {wall:.1f}s wall, {cpu:.1f}s CPU, peak RSS {rss:.0f} MiB, "

@@ -38,6 +38,12 @@ class ContrastArgs(PairArgs):
 
 
 
+def _mean(values) -> float:
+    """The mean of ``values``; NaN for none (no problems), without numpy's empty-slice warning."""
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()) if arr.size else float("nan")
+
+
 def _side(get: Get, ev: str, model: str, seeds: list[int | None], i: int) -> tuple[int | None, dict]:
     """The ``i``-th seed's statistics of ``model`` (a shared model, seeds ``[None]``, for every i)."""
     seed = seeds[i] if seeds != [None] else None
@@ -62,8 +68,8 @@ def tool_calls_diff(get: Get, args: dict, seeds, against_seeds):
         cm, ca = _calls(m, args["model"]), _calls(a, args["against"])
         seed = s if s is not None else a_seed
         out.append(problem_estimate(seed, cm - ca))
-        failed = {k: float(np.mean(x.get("failed_calls", [np.nan]))) for k, x in (("model", m), ("against", a))}
-        details[seed_label(seed)] = {"model": float(cm.mean()), "against": float(ca.mean()),
+        failed = {k: _mean(x.get("failed_calls", [np.nan])) for k, x in (("model", m), ("against", a))}
+        details[seed_label(seed)] = {"model": _mean(cm), "against": _mean(ca),
                                      "failed_model": failed["model"], "failed_against": failed["against"]}
     return out, details
 
@@ -89,7 +95,7 @@ def support_contrast(get: Get, args: dict, seeds, against_seeds):
         net, net_control = _net_expansion(m, a), _net_expansion(c, ca)
         seed = s if s is not None else a_seed
         out.append(problem_estimate(seed, net - net_control))
-        details[seed_label(seed)] = {"net_model": float(net.mean()), "net_control": float(net_control.mean()),
+        details[seed_label(seed)] = {"net_model": _mean(net), "net_control": _mean(net_control),
                                      "k": min(m["n"], a["n"], c["n"], ca["n"])}
     return out, details
 

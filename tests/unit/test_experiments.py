@@ -308,9 +308,10 @@ def test_the_listing_marks_estimated_minutes_apart_from_measured_ones(capsys):
     list_experiments(plain=True)
     lines = capsys.readouterr().out.splitlines()
     row = {line.split()[0]: i for i, line in enumerate(lines) if line and not line[0].isspace()}
-    assert spec.load("tools").minutes_estimated and not spec.load("weights").minutes_estimated
-    assert re.match(r"tools\s+~\d+\s", lines[row["tools"]]) and re.match(r"weights\s+\d+\s", lines[row["weights"]])
-    assert re.search(r"--part 1\s+~\d+ min \(estimated\)", lines[row["tools"] + 1])
+    assert spec.load("boundary_powered").minutes_estimated and not spec.load("weights").minutes_estimated
+    assert re.match(r"boundary_powered\s+~\d+\s", lines[row["boundary_powered"]])
+    assert re.match(r"weights\s+\d+\s", lines[row["weights"]])
+    assert re.search(r"--part 1\s+~\d+ min \(estimated\)", lines[row["boundary_powered"] + 1])
     assert re.search(r"--part 1\s+\d+ min, ", lines[row["weights"] + 1])
 
 

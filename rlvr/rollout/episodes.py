@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from rlvr.model.tokenizer import left_pad
-from rlvr.rollout.sample import SampleParams, generate
+from rlvr.rollout.sample import SampleParams, fixed_context, generate
 from rlvr.types import EpisodeStats, Prompt, RolloutBatch, is_messages
 
 
@@ -108,10 +108,10 @@ def sample_episodes(model, tok, prompts: list[Prompt], environments: list, probl
 
 def _own_limits(rows: list[_Row], width: int, budget: int, model, device) -> torch.Tensor | None:
     """Each row's cap on this turn's tokens (its budget left) when the turn's shared ``width`` would take
-    some row past a tiny model's context (rows advance in lockstep; a row past its budget would else go
+    some row past the model's fixed context (rows advance in lockstep; a row past its budget would else go
     on to the width); None when it cannot (every row gets ``width``, as before)."""
-    cfg = getattr(model, "cfg", None)
-    if cfg is None or cfg.kind == "hf" or max(len(r.prompt) + len(r.ids) for r in rows) + width <= cfg.context:
+    context = fixed_context(model)
+    if context is None or max(len(r.prompt) + len(r.ids) for r in rows) + width <= context:
         return None
     return torch.tensor([min(width, budget - len(r.ids)) for r in rows], dtype=torch.long, device=device)
 

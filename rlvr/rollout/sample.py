@@ -119,21 +119,27 @@ def runs_of(items: list) -> tuple[list, list[int]]:
     return firsts, counts
 
 
+def fixed_context(model) -> int | None:
+    """The positions ``model`` can hold: a tiny model's ``model.context`` (its rotary table); None for a
+    model without a fixed context here (Hugging Face)."""
+    cfg = getattr(model, "cfg", None)
+    return None if cfg is None or cfg.kind == "hf" else cfg.context
+
+
 def _check_context(model, prompt_mask: torch.Tensor, repeats: torch.Tensor | None, new_tokens: torch.Tensor) -> None:
     """Raise UserError when a row's real prompt tokens (``prompt_mask`` (B, Tp), rows repeated by
-    ``repeats``) plus its ``new_tokens`` (B_out,) would pass a tiny model's context (its rotary table);
-    models without a fixed context here (Hugging Face) are not checked."""
-    cfg = getattr(model, "cfg", None)
-    if cfg is None or cfg.kind == "hf":
+    ``repeats``) plus its ``new_tokens`` (B_out,) would pass the model's :func:`fixed_context`."""
+    context = fixed_context(model)
+    if context is None:
         return
     real = prompt_mask.sum(-1)
     if repeats is not None:
         real = real.repeat_interleave(repeats)
     need = real + new_tokens
-    if bool((need > cfg.context).any()):
+    if bool((need > context).any()):
         i = int(need.argmax())
         raise UserError(f"a prompt of {int(real[i])} tokens plus {int(new_tokens[i])} new tokens passes "
-                        f"model.context={cfg.context}: raise model.context, lower sampling.max_new_tokens, "
+                        f"model.context={context}: raise model.context, lower sampling.max_new_tokens, "
                         "or shorten the prompts")
 
 

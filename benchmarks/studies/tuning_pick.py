@@ -1,0 +1,95 @@
+"""Apply a declared tuning rule to the validation cells of a reproduction (``rlvr reproduce NAME --part N``
+with an evaluation on an offset block and ``milestones: true``): each candidate's pass@1 at every kept
+checkpoint minus the base's, its peak gain and step, and the pick of each group.
+
+The rule (urlvr_v2's protocol, docs/reproductions/urlvr_v2): a group's pick is the candidate whose peak
+validation gain (its best pass@1 over the kept checkpoints minus the base's) is largest; gains within
+``--tie`` of the largest go to the candidate listed first (the smaller lr, when candidates are listed in
+increasing lr); if no candidate's peak gain is above 0, the first.
+
+    python benchmarks/studies/tuning_pick.py OUT_DIR --base base \
+        --group tl=tune_tl_1,tune_tl_2,tune_tl_3 --group top2=tune_top2_1,tune_top2_2,tune_top2_3 [--tie 0.005]
+
+Prints one row per candidate (pass@1 of each checkpoint, peak gain, peak step) and the picks; ``--json``
+writes the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+
+def pass1(stats_file: Path) -> float:
+    """Mean share of correct samples of one cell (``correct``: per-problem counts out of ``n``)."""
+    stats = json.loads(stats_file.read_text())
+    return sum(stats["correct"]) / (stats["n"] * len(stats["correct"]))
+
+
+def checkpoints(evals: Path, model: str) -> dict[int, float]:
+    """Step -> pass@1 of ``model``'s kept checkpoints (``model@step_NNNNNN``) and its final (the largest
+    step + its own), from every evaluation folder under ``evals``."""
+    found: dict[int, float] = {}
+    final = None
+    for cell in sorted(evals.glob(f"*/{model}*/stats.json")):
+        name = cell.parent.name
+        if name == model:
+            final = pass1(cell)
+            continue
+        match = re.fullmatch(re.escape(model) + r"@step_(\d+)", name)
+        if match:
+            found[int(match.group(1))] = pass1(cell)
+    if final is not None:
+        found[max(found, default=0) + 10**9] = final  # placed last; printed as "final"
+    return found
+
+
+def pick(gains: list[float], tie: float) -> int:
+    """Index of the candidate the rule picks from their peak gains (in listed order)."""
+    best = max(gains)
+    if best <= 0:
+        return 0
+    return next(i for i, gain in enumerate(gains) if gain >= best - tie)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--base", default="base")
+    parser.add_argument("--group", action="append", required=True, help="NAME=model1,model2,...")
+    parser.add_argument("--tie", type=float, default=0.005)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    evals = args.out / "evals"
+    base_cells = list(evals.glob(f"*/{args.base}/stats.json"))
+    if len(base_cells) != 1:
+        sys.exit(f"expected one cell of {args.base!r} under {evals}, found {len(base_cells)}")
+    base = pass1(base_cells[0])
+    print(f"base pass@1 {base:.4f}")
+    report: dict = {"base": base, "groups": {}}
+    for spec in args.group:
+        group, _, models = spec.partition("=")
+        rows = []
+        for model in models.split(","):
+            curve = checkpoints(evals, model)
+            if not curve:
+                sys.exit(f"no cells of {model!r} under {evals}")
+            step, value = max(curve.items(), key=lambda item: (item[1], -item[0]))
+            shown = " ".join(f"{v:.3f}" for _, v in sorted(curve.items()))
+            peak_step = "final" if step >= 10**9 else step
+            rows.append({"model": model, "curve": [v for _, v in sorted(curve.items())],
+                         "peak_gain": value - base, "peak_step": peak_step})
+            print(f"{group:8s} {model:14s} peak gain {value - base:+.4f} at {peak_step}: {shown}")
+        chosen = pick([row["peak_gain"] for row in rows], args.tie)
+        print(f"{group:8s} pick: {rows[chosen]['model']}")
+        report["groups"][group] = {"rows": rows, "pick": rows[chosen]["model"]}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -47,11 +47,14 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 PHASES = {"sample": "sampling", "score_rollouts": "reward", "micro_step": "forward+backward",
           "clip_and_step": "optimiser"}
-TOLERANCE = {"grad": 1e-5, "loss": 1e-5, "param": 1e-6}
-"""Relative tolerances of the numerics check (float32 rounding is 6e-8 a step; a reordered sum over
-~10^4 tokens stays near 1e-6): ``grad``, the first update's gradient, max |g - g_base| / max |g_base|
-over every parameter; ``loss``, step 1's ``loss``, |l - l_base| / |l_base|; ``param``, the
-parameters after step 1, max |p - p_base| / max |p_base|."""
+TOLERANCE = {"grad": 1e-5, "loss": 1e-5, "param": 1e-3}
+"""Relative tolerances of the numerics check. ``grad``: the first optimiser update's gradient, from
+identical inputs, max |g - g_base| / max |g_base| over every parameter (float32 rounds at 6e-8; a sum
+over ~10^4 tokens in another order stays near 1e-6). ``loss``: step 1's ``loss``, |l - l_base| /
+|l_base|. ``param``: the parameters after step 1, ||p - p_base|| / ||p_base - p_0|| (the difference
+against the step's own update, L2 over every parameter): Adam moves an element by about lr * sign(g),
+so an element whose gradient is within rounding of 0 may move either way on the two sides; an
+element-wise bound on the parameters would test that coin, not the computation."""
 COMPARED = ("loss", "policy_loss", "reward", "entropy", "response_len", "grad_norm", "approx_kl", "clip_frac_high")
 
 
@@ -103,6 +106,7 @@ def measure_side(steps: int, overrides: list[str], threads: int) -> dict:
     for name, phase in PHASES.items():
         setattr(step, name, timed(getattr(step, name), phase))
     rows: list[dict] = []
+    captured["params0"] = {n: p.detach().clone() for n, p in st.model.named_parameters()}
     try:
         for i in range(steps):
             current.clear()
@@ -117,7 +121,7 @@ def measure_side(steps: int, overrides: list[str], threads: int) -> dict:
         for name, fn in originals.items():
             setattr(step, name, fn)
     return {"steps": rows, "tokens": captured["tokens"], "grad": captured.get("grad", {}),
-            "params1": captured["params1"],
+            "params0": captured["params0"], "params1": captured["params1"],
             "params": {n: p.detach().clone() for n, p in st.model.named_parameters()}}
 
 
@@ -129,6 +133,16 @@ def max_relative(current: dict, baseline: dict) -> float:
     diff = max(float((current[k] - baseline[k]).abs().max()) for k in baseline)
     scale = max(float(baseline[k].abs().max()) for k in baseline)
     return diff / max(scale, 1e-30)
+
+
+def relative_to_update(current: dict, baseline: dict, start: dict) -> float:
+    """||current - baseline|| / ||baseline - start|| (L2 over every tensor): two sides' parameters after
+    a step, against the baseline's own update from ``start``; inf when the names differ."""
+    if current.keys() != baseline.keys() or not baseline:
+        return float("inf")
+    diff = sum(float((current[k] - baseline[k]).pow(2).sum()) for k in baseline) ** 0.5
+    update = sum(float((baseline[k] - start[k]).pow(2).sum()) for k in baseline) ** 0.5
+    return diff / max(update, 1e-30)
 
 
 def relative(a: float, b: float) -> float:
@@ -143,7 +157,7 @@ def numerics(current: dict, baseline: dict) -> dict:
     same = [a == b for a, b in zip(current["tokens"], baseline["tokens"])]
     measured = {"grad": max_relative(current["grad"], baseline["grad"]),
                 "loss": relative(current["steps"][0]["metrics"]["loss"], baseline["steps"][0]["metrics"]["loss"]),
-                "param": max_relative(current["params1"], baseline["params1"])}
+                "param": relative_to_update(current["params1"], baseline["params1"], baseline["params0"])}
     later: dict[str, float] = {}
     for i, (a, b) in enumerate(zip(current["steps"], baseline["steps"])):
         if not all(same[: i + 1]):
@@ -152,7 +166,7 @@ def numerics(current: dict, baseline: dict) -> dict:
             if key in a["metrics"] and key in b["metrics"]:
                 later[key] = max(later.get(key, 0.0), relative(a["metrics"][key], b["metrics"][key]))
     if all(same):
-        measured["param_final"] = max_relative(current["params"], baseline["params"])
+        measured["param_final"] = relative_to_update(current["params"], baseline["params"], baseline["params0"])
     passed = bool(same) and same[0] and all(measured[k] <= TOLERANCE[k] for k in TOLERANCE)
     return {"same_tokens": same, "measured": measured, "later_steps": later, "passed": passed}
 
@@ -185,6 +199,13 @@ def run_child(root: Path, out: Path, args, overrides: list[str]) -> dict:
     return torch.load(out, weights_only=False)
 
 
+def checkout(path: Path, ref: str) -> Path:
+    """A detached ``git worktree`` of ``ref`` at ``path`` (removed by the caller)."""
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), ref], check=True,
+                   capture_output=True)
+    return path
+
+
 def quick_base(tmp: Path) -> Path:
     """A random tiny model (1 layer, width 32) saved as a base: the quick mode needs no pretraining."""
     from rlvr.config import load_config
@@ -208,6 +229,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--baseline-ref", default="b87d620")
+    ap.add_argument("--current-ref", default="", help="a commit to measure instead of the working tree")
     ap.add_argument("--quick", action="store_true", help="tiny shapes, 2 steps, both sides this tree, in process")
     ap.add_argument("--side", help=argparse.SUPPRESS)  # child mode: write one side's results here
     ap.add_argument("--overrides", default="[]", help=argparse.SUPPRESS)
@@ -229,18 +251,18 @@ def main(argv: list[str] | None = None) -> dict:
             baseline_name = "this tree"
         else:
             overrides = recipe_overrides(args.prompts, args.group, args.dtype, [])
-            baseline = tmp / "baseline"
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_ref],
-                           check=True, capture_output=True)
+            roots = {"baseline": checkout(tmp / "baseline", args.baseline_ref),
+                     "current": checkout(tmp / "current", args.current_ref) if args.current_ref else REPO}
             sides = {"baseline": [], "current": []}
             try:
                 for r in range(args.rounds):
-                    for name, root in (("baseline", baseline), ("current", REPO)):
+                    for name, root in roots.items():
                         sides[name].append(run_child(root, tmp / f"{name}{r}.pt", args, overrides))
                         seconds = [row["step_s"] for row in sides[name][-1]["steps"][args.warmup:]]
                         print(f"round {r + 1}/{args.rounds} {name}: {statistics.median(seconds):.3f} s/step")
             finally:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
+                for root in (root for root in roots.values() if root != REPO):
+                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(root)], check=False)
             baseline_name = args.baseline_ref
     return report(args, sides, baseline_name, load_before, os.getloadavg())
 
@@ -254,7 +276,8 @@ def report(args, sides: dict, baseline_name: str, load_before, load_after) -> di
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f}")
     print(f"recipe: quickstart at {args.prompts} x {args.group}, {args.dtype}; {args.steps} steps a side "
-          f"({args.warmup} warm-up left out) x {args.rounds} round(s); baseline {baseline_name}")
+          f"({args.warmup} warm-up left out) x {args.rounds} round(s); baseline {baseline_name}, "
+          f"current {args.current_ref or 'the working tree'}")
     print(f"{'median s':18s} {'baseline':>9s} {'current':>9s}")
     for key in ("step_s", *PHASES.values(), "other"):
         print(f"  {key:16s} {med['baseline'][key]:9.3f} {med['current'][key]:9.3f}")

@@ -34,7 +34,7 @@ def test_numerics_check_fails_past_tolerance(bench):
     def side(grad_scale: float, tokens: str = "t") -> dict:
         grad = {"w": torch.tensor([1.0, -2.0]) * grad_scale}
         params = {"w": torch.tensor([0.5, 0.25])}
-        return {"tokens": [tokens], "grad": grad, "params1": params, "params": params,
+        return {"tokens": [tokens], "grad": grad, "params0": {"w": torch.zeros(2)}, "params1": params, "params": params,
                 "steps": [{"metrics": {"loss": 1.0}}]}
 
     assert bench.numerics(side(1.0), side(1.0))["passed"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from rlvr.types import RolloutBatch
 
@@ -15,13 +16,80 @@ def sequences(rb: RolloutBatch, rows=None) -> tuple[torch.Tensor, torch.Tensor, 
     return ids, mask, rb.prompt_ids.shape[1]
 
 
+BUCKET_OVERHEAD = 64
+"""What one more length bucket costs (:func:`length_buckets`), in sequence positions: the fixed cost of
+one more forward and backward pass against the positions a finer cut saves. Measured on one 64 x 8
+mini-batch of the embedded recipe (Xeon family 6 model 207, one thread): 32 to 128 (3 to 5 buckets)
+within 3% of each other; 0 (19 buckets) 13% slower, 512 (2 buckets) 9% slower."""
+
+
 def completion_logits(model, ids: torch.Tensor, key_mask: torch.Tensor, tp: int,
-                      temperature: float = 1.0) -> torch.Tensor:
+                      temperature: float = 1.0, trim: bool = True) -> torch.Tensor:
     """ids, key_mask (B, Tp + T) -> next-token logits at the completion positions (B, T, V),
-    divided by the sampling temperature (so they match the behaviour log-probs)."""
+    divided by the sampling temperature (so they match the behaviour log-probs).
+
+    With ``trim`` the rows run in :func:`length_buckets`, each bucket cut to its longest completion
+    and to its longest prompt (left padding every row of it has): positions count real tokens and
+    padding keys are masked, so a row's logits are the same up to float rounding (the sums run over
+    fewer masked terms and matrices of other shapes), and the padding no row needs is not computed.
+    A row's logits past its bucket's longest completion are 0 (nothing reads a padding position's
+    logits: every loss and statistic masks them)."""
+    B, S = ids.shape
+    T = S - tp
+    if not trim or not B:
+        return _logits(model, ids, key_mask, tp, temperature)
+    lengths = last_real(key_mask[:, tp:])
+    buckets = length_buckets(lengths.tolist(), tp, BUCKET_OVERHEAD)
+    if len(buckets) == 1 and int(lengths.max()) == T and bool(key_mask[:, 0].any()):
+        return _logits(model, ids, key_mask, tp, temperature)  # nothing to trim
+    parts, order = [], []
+    for rows in buckets:
+        index = torch.tensor(rows, device=ids.device)
+        width = int(lengths[index].max())
+        first = int(key_mask[index, :tp].long().argmax(-1).min()) if tp else 0  # leading all-padding columns
+        part = _logits(model, ids[index, first : tp + width], key_mask[index, first : tp + width], tp - first,
+                       temperature)
+        parts.append(F.pad(part, (0, 0, 0, T - width)))
+        order.extend(rows)
+    inverse = torch.empty(B, dtype=torch.long, device=ids.device)
+    inverse[torch.tensor(order, device=ids.device)] = torch.arange(B, device=ids.device)
+    return torch.cat(parts)[inverse]
+
+
+def _logits(model, ids: torch.Tensor, key_mask: torch.Tensor, tp: int, temperature: float) -> torch.Tensor:
     h = model.hidden(ids, key_mask)
     logits = model.logits(h[:, tp - 1 : -1])
     return logits / temperature if temperature > 0 and temperature != 1.0 else logits
+
+
+def last_real(mask: torch.Tensor) -> torch.Tensor:
+    """mask (B, T) bool -> (B,) long: one past each row's last True position (0 for an empty row)."""
+    position = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    return (mask.long() * position).amax(-1) if mask.shape[1] else mask.new_zeros(mask.shape[0], dtype=torch.long)
+
+
+def length_buckets(lengths: list[int], extra: int, overhead: int) -> list[list[int]]:
+    """Rows grouped by completion length so that each group runs cut to its longest row: the grouping
+    of the rows sorted by length that minimises sum over groups (rows x (``extra`` + longest length)
+    + ``overhead``) (dynamic programming over the distinct lengths). -> the row indices of each
+    group, shortest group first, each in increasing length (ties by row)."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    distinct = sorted(set(lengths))
+    count_upto = [0]  # rows with length <= distinct[k - 1]
+    for width in distinct:
+        count_upto.append(count_upto[-1] + sum(1 for n in lengths if n == width))
+    best = [0.0] + [float("inf")] * len(distinct)  # best[k]: cost of the rows of the k shortest lengths
+    cut = [0] * (len(distinct) + 1)
+    for k in range(1, len(distinct) + 1):
+        for j in range(k):  # the last group holds the lengths distinct[j:k]
+            cost = best[j] + (count_upto[k] - count_upto[j]) * (extra + distinct[k - 1]) + overhead
+            if cost < best[k]:
+                best[k], cut[k] = cost, j
+    bounds, k = [], len(distinct)
+    while k > 0:
+        bounds.append((count_upto[cut[k]], count_upto[k]))
+        k = cut[k]
+    return [order[a:b] for a, b in reversed(bounds)]
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

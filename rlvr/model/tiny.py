@@ -127,15 +127,17 @@ def prompt_scores(q: torch.Tensor, pk: torch.Tensor, pbias: torch.Tensor, classe
     (G, 1, Tp) -> (N, H, Tp), one batched product per :func:`span_classes` class."""
     N, H, Dh = q.shape
     Tp = pk.shape[2]
-    out = None if len(classes) == 1 else q.new_empty((N, H, Tp))
+    out = None
     for prompts, rows, r in classes:
         n = len(prompts)
         q_rows = (q if rows is None else q[rows]).reshape(n, r, H, Dh).transpose(1, 2).reshape(n * H, r, Dh)
         scores = torch.baddbmm(pbias[prompts].repeat_interleave(H, 0), q_rows,
                                pk[prompts].reshape(n * H, Tp, Dh).transpose(1, 2))
         scores = scores.view(n, H, r, Tp).transpose(1, 2).reshape(n * r, H, Tp)
-        if out is None:
+        if rows is None:
             return scores
+        if out is None:  # the products' dtype (bfloat16 under autocast)
+            out = scores.new_empty((N, H, Tp))
         out[rows] = scores
     return out
 
@@ -145,14 +147,16 @@ def prompt_values(att: torch.Tensor, pv: torch.Tensor, classes) -> torch.Tensor:
     product per :func:`span_classes` class."""
     N, H, Tp = att.shape
     Dh = pv.shape[-1]
-    out = None if len(classes) == 1 else att.new_empty((N, H, Dh))
+    out = None
     for prompts, rows, r in classes:
         n = len(prompts)
         att_rows = (att if rows is None else att[rows]).reshape(n, r, H, Tp).transpose(1, 2).reshape(n * H, r, Tp)
         values = torch.bmm(att_rows, pv[prompts].reshape(n * H, Tp, Dh))
         values = values.view(n, H, r, Dh).transpose(1, 2).reshape(n * r, H, Dh)
-        if out is None:
+        if rows is None:
             return values
+        if out is None:  # the products' dtype (bfloat16 under autocast)
+            out = values.new_empty((N, H, Dh))
         out[rows] = values
     return out
 

@@ -263,3 +263,15 @@ def test_batched_prompt_attention_is_bit_identical_to_one_product_per_prompt():
     at = att.transpose(0, 1)
     want_values = torch.cat([torch.bmm(at[:, a:b], pv[g]) for g, a, b in spans], 1)
     assert torch.equal(prompt_values(att, pv, classes), want_values.transpose(0, 1))
+
+
+def test_batched_prompt_attention_keeps_the_autocast_dtype():
+    """Under bfloat16 autocast the batched products are bfloat16: unequal spans are gathered into a
+    tensor of their dtype (the first version allocated float32 and failed to write them)."""
+    from rlvr.model.tiny import prompt_scores, prompt_values, span_classes
+
+    q, pk, pv = torch.randn(3, 2, 8), torch.randn(2, 2, 4, 8), torch.randn(2, 2, 4, 8)
+    classes = span_classes([(0, 0, 1), (1, 1, 3)], q.device)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scores = prompt_scores(q, pk, torch.zeros(2, 1, 4), classes)
+        assert prompt_values(scores.softmax(-1), pv, classes).shape == (3, 2, 8)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlvr.model.shared_prompt import shared_prompt_hidden
+from rlvr.model.tiny import TinyGPT
 from rlvr.types import RolloutBatch
 
 
@@ -29,31 +31,52 @@ def completion_logits(model, ids: torch.Tensor, key_mask: torch.Tensor, tp: int,
     divided by the sampling temperature (so they match the behaviour log-probs).
 
     With ``trim`` the rows run in :func:`length_buckets`, each bucket cut to its longest completion
-    and to its longest prompt (left padding every row of it has): positions count real tokens and
+    and the prompts to their longest (left padding every row has), and a tiny model runs each distinct
+    prompt once for all its rows (:mod:`rlvr.model.shared_prompt`): positions count real tokens and
     padding keys are masked, so a row's logits are the same up to float rounding (the sums run over
-    fewer masked terms and matrices of other shapes), and the padding no row needs is not computed.
-    A row's logits past its bucket's longest completion are 0 (nothing reads a padding position's
-    logits: every loss and statistic masks them)."""
+    fewer masked terms and matrices of other shapes), and neither the padding no row needs nor a
+    prompt's repeats are computed. A row's logits past its bucket's longest completion are 0 (nothing
+    reads a padding position's logits: every loss and statistic masks them)."""
     B, S = ids.shape
     T = S - tp
     if not trim or not B:
         return _logits(model, ids, key_mask, tp, temperature)
+    first = int(key_mask[:, :tp].long().argmax(-1).min()) if tp else 0  # leading all-padding columns
+    ids, key_mask, tp = ids[:, first:], key_mask[:, first:], tp - first
     lengths = last_real(key_mask[:, tp:])
     buckets = length_buckets(lengths.tolist(), tp, BUCKET_OVERHEAD)
-    if len(buckets) == 1 and int(lengths.max()) == T and bool(key_mask[:, 0].any()):
-        return _logits(model, ids, key_mask, tp, temperature)  # nothing to trim
-    parts, order = [], []
-    for rows in buckets:
-        index = torch.tensor(rows, device=ids.device)
-        width = int(lengths[index].max())
-        first = int(key_mask[index, :tp].long().argmax(-1).min()) if tp else 0  # leading all-padding columns
-        part = _logits(model, ids[index, first : tp + width], key_mask[index, first : tp + width], tp - first,
-                       temperature)
-        parts.append(F.pad(part, (0, 0, 0, T - width)))
-        order.extend(rows)
+    rows = [torch.tensor(bucket, device=ids.device) for bucket in buckets]
+    widths = [int(lengths[index].max()) for index in rows]
+    if isinstance(model, TinyGPT) and tp:
+        parts = _shared_prompt_logits(model, ids, key_mask, tp, rows, widths)
+    else:
+        parts = [_logits(model, ids[index, : tp + width], key_mask[index, : tp + width], tp, 1.0)
+                 for index, width in zip(rows, widths)]
+    if temperature > 0 and temperature != 1.0:
+        parts = [part / temperature for part in parts]
+    order = torch.cat(rows)
     inverse = torch.empty(B, dtype=torch.long, device=ids.device)
-    inverse[torch.tensor(order, device=ids.device)] = torch.arange(B, device=ids.device)
-    return torch.cat(parts)[inverse]
+    inverse[order] = torch.arange(B, device=ids.device)
+    return torch.cat([F.pad(part, (0, 0, 0, T - width)) for part, width in zip(parts, widths)])[inverse]
+
+
+def _shared_prompt_logits(model, ids: torch.Tensor, key_mask: torch.Tensor, tp: int, rows: list[torch.Tensor],
+                          widths: list[int]) -> list[torch.Tensor]:
+    """Logits (b_k, width_k, V) of each bucket's rows, every distinct prompt run once."""
+    prompts, prompt_of = torch.unique(torch.cat([ids[:, :tp], key_mask[:, :tp].long()], 1), dim=0,
+                                      return_inverse=True)
+    prompt_ids, prompt_mask = prompts[:, :tp], prompts[:, tp:].bool()
+    groups = [(prompt_of[index], ids[index, tp : tp + width - 1], key_mask[index, tp : tp + width - 1])
+              for index, width in zip(rows, widths) if width > 1]
+    h_prompt, h_groups = shared_prompt_hidden(model, prompt_ids, prompt_mask, groups)
+    last = h_prompt[:, -1:]  # (P, 1, D): the hidden state that predicts each completion's first token
+    parts, h_next = [], iter(h_groups)
+    for index, width in zip(rows, widths):
+        h = last[prompt_of[index]]
+        if width > 1:
+            h = torch.cat([h, next(h_next)], 1)
+        parts.append(model.logits(h[:, :width]))
+    return parts
 
 
 def _logits(model, ids: torch.Tensor, key_mask: torch.Tensor, tp: int, temperature: float) -> torch.Tensor:

@@ -169,20 +169,30 @@ class Attention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int):
-        B, T, D = x.shape
-        qkv = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(qkv[:2], cos, sin)  # q and k rotated in one call
-        v = qkv[2]
+        T = x.shape[1]
+        q, k, v = self.project(x, cos, sin)
         if cache is not None:
             s = cache.length
             cache.k[layer, :, :, s : s + T] = k
             cache.v[layer, :, :, s : s + T] = v
             k, v = cache.k[layer, :, :, : s + T], cache.v[layer, :, :, : s + T]
+        return self.attend(q, k, v, mask)
+
+    def project(self, x, cos, sin) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, D) -> q, k (rotated), v, each (B, H, T, Dh)."""
+        B, T, _ = x.shape
+        qkv = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(qkv[:2], cos, sin)  # q and k rotated in one call
+        return q, k, qkv[2]
+
+    def attend(self, q, k, v, mask) -> torch.Tensor:
+        """q (B, H, T, Dh) against k, v (B, H, S, Dh); mask (B, 1, T, S) bool or None (causal) -> (B, T, D)."""
+        B, H, T, Dh = q.shape
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+        return self.proj(y.transpose(1, 2).reshape(B, T, H * Dh))
 
     def decode(self, x, cos, sin, bias, cache: KVCache, layer: int):
         """One new token per row: x (N, 1, D); cos/sin (N, 1, 1, Dh/2); bias (N*H, 1, S) additive key

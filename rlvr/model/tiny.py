@@ -125,39 +125,32 @@ def span_classes(spans: list[tuple[int, int, int]], device) -> list[tuple[torch.
 def prompt_scores(q: torch.Tensor, pk: torch.Tensor, pbias: torch.Tensor, classes) -> torch.Tensor:
     """Scores of each row's query against its prompt's keys: q (N, H, Dh), pk (G, H, Tp, Dh), pbias
     (G, 1, Tp) -> (N, H, Tp), one batched product per :func:`span_classes` class."""
-    N, H, Dh = q.shape
-    Tp = pk.shape[2]
-    out = None
-    for prompts, rows, r in classes:
-        n = len(prompts)
-        q_rows = (q if rows is None else q[rows]).reshape(n, r, H, Dh).transpose(1, 2).reshape(n * H, r, Dh)
-        scores = torch.baddbmm(pbias[prompts].repeat_interleave(H, 0), q_rows,
-                               pk[prompts].reshape(n * H, Tp, Dh).transpose(1, 2))
-        scores = scores.view(n, H, r, Tp).transpose(1, 2).reshape(n * r, H, Tp)
-        if rows is None:
-            return scores
-        if out is None:  # the products' dtype (bfloat16 under autocast)
-            out = scores.new_empty((N, H, Tp))
-        out[rows] = scores
-    return out
+    H, Tp, Dh = pk.shape[1:]
+    return _per_class(q, classes, Tp, lambda q_rows, prompts: torch.baddbmm(
+        pbias[prompts].repeat_interleave(H, 0), q_rows, pk[prompts].reshape(-1, Tp, Dh).transpose(1, 2)))
 
 
 def prompt_values(att: torch.Tensor, pv: torch.Tensor, classes) -> torch.Tensor:
     """Attention-weighted prompt values: att (N, H, Tp), pv (G, H, Tp, Dh) -> (N, H, Dh), one batched
     product per :func:`span_classes` class."""
-    N, H, Tp = att.shape
-    Dh = pv.shape[-1]
+    Tp, Dh = pv.shape[2:]
+    return _per_class(att, classes, Dh, lambda att_rows, prompts: torch.bmm(att_rows, pv[prompts].reshape(-1, Tp, Dh)))
+
+
+def _per_class(x: torch.Tensor, classes, width: int, product) -> torch.Tensor:
+    """x (N, H, X) -> (N, H, width): for each class of n prompts with r rows, ``product(its rows of x as
+    (n*H, r, X), its prompts (n,))`` -> (n*H, r, width), written back to its rows."""
+    N, H, X = x.shape
     out = None
     for prompts, rows, r in classes:
         n = len(prompts)
-        att_rows = (att if rows is None else att[rows]).reshape(n, r, H, Tp).transpose(1, 2).reshape(n * H, r, Tp)
-        values = torch.bmm(att_rows, pv[prompts].reshape(n * H, Tp, Dh))
-        values = values.view(n, H, r, Dh).transpose(1, 2).reshape(n * r, H, Dh)
+        part = (x if rows is None else x[rows]).reshape(n, r, H, X).transpose(1, 2).reshape(n * H, r, X)
+        part = product(part, prompts).view(n, H, r, width).transpose(1, 2).reshape(n * r, H, width)
         if rows is None:
-            return values
+            return part
         if out is None:  # the products' dtype (bfloat16 under autocast)
-            out = values.new_empty((N, H, Dh))
-        out[rows] = values
+            out = part.new_empty((N, H, width))
+        out[rows] = part
     return out
 
 

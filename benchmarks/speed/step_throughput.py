@@ -14,8 +14,10 @@ Printed: the CPU (model name, family/model, flags), the load average before and 
 median seconds per step and its phases (the step's own functions timed in place: sampling
 ``sample``, reward ``score_rollouts``, forward+backward ``micro_step``, optimiser
 ``clip_and_step``, the rest "other"), steps per core-hour (3600 / (s/step x threads)) and their
-ratio, and the numerics check (:func:`numerics`): from the same base and seed both sides sample
-the same tokens at step 1, so the first optimiser update starts from identical inputs; its
+ratio (of the medians over every round, and each round's own: its two sides ran minutes apart, so
+a burst of load that hits one round shows there, not in the others), and the numerics check
+(:func:`numerics`): from the same base and seed both sides sample the same tokens at step 1, so the
+first optimiser update starts from identical inputs; its
 gradient, step 1's loss and the parameters after step 1 must agree within :data:`TOLERANCE`.
 Later steps are compared too (sampling is discrete: a float difference of 1e-7 in the weights can
 flip a draw, after which the runs are different runs), reported, not checked.
@@ -272,6 +274,8 @@ def report(args, sides: dict, baseline_name: str, load_before, load_after) -> di
     med = {name: summary(results, args.warmup, args.threads) for name, results in sides.items()}
     checks = [numerics(c, b) for c, b in zip(sides["current"], sides["baseline"])]
     ratio = med["current"]["steps_per_core_hour"] / med["baseline"]["steps_per_core_hour"]
+    paired = [summary([b], args.warmup, 1)["step_s"] / summary([c], args.warmup, 1)["step_s"]
+              for b, c in zip(sides["baseline"], sides["current"])]  # each round's two sides, minutes apart
     print(f"cpu: {cpu_line()}; torch {torch.__version__}, {args.threads} thread(s) a side")
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f}")
@@ -282,7 +286,8 @@ def report(args, sides: dict, baseline_name: str, load_before, load_after) -> di
     for key in ("step_s", *PHASES.values(), "other"):
         print(f"  {key:16s} {med['baseline'][key]:9.3f} {med['current'][key]:9.3f}")
     print(f"steps per core-hour: baseline {med['baseline']['steps_per_core_hour']:.0f}, "
-          f"current {med['current']['steps_per_core_hour']:.0f}; ratio {ratio:.2f}x")
+          f"current {med['current']['steps_per_core_hour']:.0f}; ratio {ratio:.2f}x (of the medians over every "
+          f"round; per round {' '.join(f'{r:.2f}' for r in paired)}, their median {statistics.median(paired):.2f}x)")
     for r, check in enumerate(checks):
         measured = ", ".join(f"{k} {v:.1e}" for k, v in check["measured"].items())
         print(f"numerics round {r + 1}: {'PASS' if check['passed'] else 'FAIL'} (tolerance "
@@ -291,6 +296,7 @@ def report(args, sides: dict, baseline_name: str, load_before, load_after) -> di
               + ", ".join(f"{k} {v:.1e}" for k, v in check["later_steps"].items()))
     record = {"benchmark": "step_throughput", "cpu": cpu_line(), "threads": args.threads,
               "load": [round(load_before[0], 2), round(load_after[0], 2)], "ratio": round(ratio, 3),
+              "ratio_per_round": [round(r, 3) for r in paired],
               "median": {n: {k: round(v, 4) for k, v in m.items()} for n, m in med.items()},
               "numerics": [{"passed": c["passed"], **{k: float(f"{v:.3g}") for k, v in c["measured"].items()}}
                            for c in checks]}

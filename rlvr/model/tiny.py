@@ -97,12 +97,61 @@ class SharedPrefixCache:
         g, n = torch.unique_consecutive(self.group, return_counts=True)
         ends = n.cumsum(0).tolist()
         self.spans = [(gi, e - ni, e) for gi, ni, e in zip(g.tolist(), n.tolist(), ends)]
+        self.classes = span_classes(self.spans, self.group.device)
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only ``rows`` (an increasing (N',) index) of the batch, e.g. to drop finished samples."""
         self.k, self.v = keep_rows(self.k, rows, self.length), keep_rows(self.v, rows, self.length)
         self.group = self.group[rows]
         self._spans()
+
+
+def span_classes(spans: list[tuple[int, int, int]], device) -> list[tuple[torch.Tensor, torch.Tensor | None, int]]:
+    """The spans (prompt g, start, end) of a :class:`SharedPrefixCache` grouped by their number of
+    rows r: for each r, (the prompts (n,), the rows of their spans in span order (n*r,), or None when
+    that is every row in order, r). One batched product per class then computes what one product per
+    span did, with the same matrix shapes (so the same sums: bit-identical results)."""
+    by_size: dict[int, list[tuple[int, int, int]]] = {}
+    for span in spans:
+        by_size.setdefault(span[2] - span[1], []).append(span)
+    classes = []
+    for r, members in by_size.items():
+        prompts = torch.tensor([g for g, _, _ in members], device=device)
+        rows = None if len(by_size) == 1 else torch.cat([torch.arange(a, b, device=device) for _, a, b in members])
+        classes.append((prompts, rows, r))
+    return classes
+
+
+def prompt_scores(q: torch.Tensor, pk: torch.Tensor, pbias: torch.Tensor, classes) -> torch.Tensor:
+    """Scores of each row's query against its prompt's keys: q (N, H, Dh), pk (G, H, Tp, Dh), pbias
+    (G, 1, Tp) -> (N, H, Tp), one batched product per :func:`span_classes` class."""
+    H, Tp, Dh = pk.shape[1:]
+    return _per_class(q, classes, Tp, lambda q_rows, prompts: torch.baddbmm(
+        pbias[prompts].repeat_interleave(H, 0), q_rows, pk[prompts].reshape(-1, Tp, Dh).transpose(1, 2)))
+
+
+def prompt_values(att: torch.Tensor, pv: torch.Tensor, classes) -> torch.Tensor:
+    """Attention-weighted prompt values: att (N, H, Tp), pv (G, H, Tp, Dh) -> (N, H, Dh), one batched
+    product per :func:`span_classes` class."""
+    Tp, Dh = pv.shape[2:]
+    return _per_class(att, classes, Dh, lambda att_rows, prompts: torch.bmm(att_rows, pv[prompts].reshape(-1, Tp, Dh)))
+
+
+def _per_class(x: torch.Tensor, classes, width: int, product) -> torch.Tensor:
+    """x (N, H, X) -> (N, H, width): for each class of n prompts with r rows, ``product(its rows of x as
+    (n*H, r, X), its prompts (n,))`` -> (n*H, r, width), written back to its rows."""
+    N, H, X = x.shape
+    out = None
+    for prompts, rows, r in classes:
+        n = len(prompts)
+        part = (x if rows is None else x[rows]).reshape(n, r, H, X).transpose(1, 2).reshape(n * H, r, X)
+        part = product(part, prompts).view(n, H, r, width).transpose(1, 2).reshape(n * r, H, width)
+        if rows is None:
+            return part
+        if out is None:  # the products' dtype (bfloat16 under autocast)
+            out = part.new_empty((N, H, width))
+        out[rows] = part
+    return out
 
 
 class Attention(nn.Module):
@@ -113,20 +162,30 @@ class Attention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int):
-        B, T, D = x.shape
-        qkv = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(qkv[:2], cos, sin)  # q and k rotated in one call
-        v = qkv[2]
+        T = x.shape[1]
+        q, k, v = self.project(x, cos, sin)
         if cache is not None:
             s = cache.length
             cache.k[layer, :, :, s : s + T] = k
             cache.v[layer, :, :, s : s + T] = v
             k, v = cache.k[layer, :, :, : s + T], cache.v[layer, :, :, : s + T]
+        return self.attend(q, k, v, mask)
+
+    def project(self, x, cos, sin) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, D) -> q, k (rotated), v, each (B, H, T, Dh)."""
+        B, T, _ = x.shape
+        qkv = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(qkv[:2], cos, sin)  # q and k rotated in one call
+        return q, k, qkv[2]
+
+    def attend(self, q, k, v, mask) -> torch.Tensor:
+        """q (B, H, T, Dh) against k, v (B, H, S, Dh); mask (B, 1, T, S) bool or None (causal) -> (B, T, D)."""
+        B, H, T, Dh = q.shape
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+        return self.proj(y.transpose(1, 2).reshape(B, T, H * Dh))
 
     def decode(self, x, cos, sin, bias, cache: KVCache, layer: int):
         """One new token per row: x (N, 1, D); cos/sin (N, 1, 1, Dh/2); bias (N*H, 1, S) additive key
@@ -152,23 +211,20 @@ class Attention(nn.Module):
     def decode_shared(self, x, cos, sin, cache: SharedPrefixCache, layer: int):
         """``decode`` against a :class:`SharedPrefixCache`: x (N, 1, D) -> (N, 1, D). The scores
         against a prompt's keys are one matrix product for all rows sampling that prompt (per head:
-        (rows, Dh) @ (Dh, Tp)) instead of one vector product per row; the completion part is as in
+        (rows, Dh) @ (Dh, Tp)) instead of one vector product per row, the products of all prompts with
+        as many rows in one batched call (:func:`prompt_scores`); the completion part is as in
         ``decode``. One softmax over both parts, so the result equals ``decode`` on the expanded cache."""
         N, H, Dh = x.shape[0], self.n_head, self.head_dim
         qk, s = self._append(x, cos, sin, cache, layer)
         q = qk[:, 0] * Dh**-0.5  # (N, H, Dh)
-        qt = q.transpose(0, 1)  # (H, N, Dh)
         pk, pv, Tp = cache.pk[layer], cache.pv[layer], cache.pk.shape[3]  # (G, H, Tp, Dh)
-        parts = [torch.baddbmm(cache.pbias[g], qt[:, a:b], pk[g].transpose(1, 2)) for g, a, b in cache.spans]
-        sp = parts[0] if len(parts) == 1 else torch.cat(parts, 1)  # (H, N, Tp)
+        sp = prompt_scores(q, pk, cache.pbias, cache.classes)  # (N, H, Tp)
         k = cache.k[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
         v = cache.v[layer, :, :, : s + 1].reshape(N * H, s + 1, Dh)
         sc = torch.bmm(q.reshape(N * H, 1, Dh), k.transpose(1, 2)).view(N, H, s + 1)
-        att = torch.cat((sp.transpose(0, 1), sc), -1).softmax(-1)  # (N, H, Tp + s + 1)
-        ap = att[..., :Tp].transpose(0, 1)  # (H, N, Tp)
+        att = torch.cat((sp, sc), -1).softmax(-1)  # (N, H, Tp + s + 1)
         y = torch.bmm(att[..., Tp:].reshape(N * H, 1, s + 1), v).view(N, H, Dh)
-        yp = [torch.bmm(ap[:, a:b], pv[g]) for g, a, b in cache.spans]  # (H, rows, Dh) each
-        y = y + (yp[0] if len(yp) == 1 else torch.cat(yp, 1)).transpose(0, 1)
+        y = y + prompt_values(att[..., :Tp], pv, cache.classes)
         return self.proj(y.reshape(N, 1, H * Dh))
 
 

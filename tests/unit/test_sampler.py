@@ -238,3 +238,40 @@ def test_prefix_sharing_on_cuda_gives_the_same_samples():
     assert torch.equal(flat.completion_ids, shared.completion_ids)
     m_ = flat.completion_mask
     assert (flat.behaviour_logp - shared.behaviour_logp)[m_].abs().max() < 1e-4
+
+
+def test_batched_prompt_attention_is_bit_identical_to_one_product_per_prompt():
+    """The shared-prefix decode batches the prompts with as many rows (span_classes, issue 53): the
+    same scores and values, bit for bit, as one product per prompt, with spans of unequal rows."""
+    from rlvr.model.tiny import prompt_scores, prompt_values, span_classes
+
+    torch.manual_seed(0)
+    G, H, Tp, Dh = 5, 2, 4, 8
+    spans, start = [], 0
+    for g, rows in enumerate([3, 1, 3, 2, 3]):
+        spans.append((g, start, start + rows))
+        start += rows
+    q, pk, pv = torch.randn(start, H, Dh), torch.randn(G, H, Tp, Dh), torch.randn(G, H, Tp, Dh)
+    pbias = torch.zeros(G, 1, Tp)
+    pbias[1, 0, 0] = float("-inf")
+    classes = span_classes(spans, q.device)
+    assert sorted(r for _, _, r in classes) == [1, 2, 3]
+    qt = q.transpose(0, 1)
+    want = torch.cat([torch.baddbmm(pbias[g], qt[:, a:b], pk[g].transpose(1, 2)) for g, a, b in spans], 1)
+    assert torch.equal(prompt_scores(q, pk, pbias, classes), want.transpose(0, 1))
+    att = want.transpose(0, 1).softmax(-1)
+    at = att.transpose(0, 1)
+    want_values = torch.cat([torch.bmm(at[:, a:b], pv[g]) for g, a, b in spans], 1)
+    assert torch.equal(prompt_values(att, pv, classes), want_values.transpose(0, 1))
+
+
+def test_batched_prompt_attention_keeps_the_autocast_dtype():
+    """Under bfloat16 autocast the batched products are bfloat16: unequal spans are gathered into a
+    tensor of their dtype (the first version allocated float32 and failed to write them)."""
+    from rlvr.model.tiny import prompt_scores, prompt_values, span_classes
+
+    q, pk, pv = torch.randn(3, 2, 8), torch.randn(2, 2, 4, 8), torch.randn(2, 2, 4, 8)
+    classes = span_classes([(0, 0, 1), (1, 1, 3)], q.device)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scores = prompt_scores(q, pk, torch.zeros(2, 1, 4), classes)
+        assert prompt_values(scores.softmax(-1), pv, classes).shape == (3, 2, 8)

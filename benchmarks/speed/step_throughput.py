@@ -46,6 +46,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _timing.py
+from _timing import adding_time  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 PHASES = {"sample": "sampling", "score_rollouts": "reward", "micro_step": "forward+backward",
           "clip_and_step": "optimiser"}
@@ -81,15 +84,6 @@ def measure_side(steps: int, overrides: list[str], threads: int) -> dict:
     current: dict[str, float] = collections.defaultdict(float)
     captured: dict = {"tokens": []}
 
-    def timed(fn, phase):
-        def run(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                current[phase] += time.perf_counter() - t
-        return run
-
     sample, clip_and_step = step.sample, step.clip_and_step
 
     def sampled(*a, **kw):
@@ -106,7 +100,7 @@ def measure_side(steps: int, overrides: list[str], threads: int) -> dict:
     originals = {name: getattr(step, name) for name in PHASES}
     step.sample, step.clip_and_step = sampled, optimiser
     for name, phase in PHASES.items():
-        setattr(step, name, timed(getattr(step, name), phase))
+        setattr(step, name, adding_time(getattr(step, name), phase, current))
     rows: list[dict] = []
     captured["params0"] = {n: p.detach().clone() for n, p in st.model.named_parameters()}
     try:

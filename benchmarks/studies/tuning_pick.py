@@ -29,22 +29,19 @@ def pass1(stats_file: Path) -> float:
     return sum(stats["correct"]) / (stats["n"] * len(stats["correct"]))
 
 
-def checkpoints(evals: Path, model: str) -> dict[int, float]:
-    """Step -> pass@1 of ``model``'s kept checkpoints (``model@step_NNNNNN``) and its final (the largest
-    step + its own), from every evaluation folder under ``evals``."""
+def checkpoints(evals: Path, model: str) -> list[tuple[int | str, float]]:
+    """(step, pass@1) of ``model``'s kept checkpoints (``model@step_NNNNNN``) in step order, then
+    ("final", pass@1) of the model itself, from every evaluation folder under ``evals``."""
     found: dict[int, float] = {}
-    final = None
+    final: list[tuple[int | str, float]] = []
     for cell in sorted(evals.glob(f"*/{model}*/stats.json")):
         name = cell.parent.name
-        if name == model:
-            final = pass1(cell)
-            continue
         match = re.fullmatch(re.escape(model) + r"@step_(\d+)", name)
-        if match:
+        if name == model:
+            final = [("final", pass1(cell))]
+        elif match:
             found[int(match.group(1))] = pass1(cell)
-    if final is not None:
-        found[max(found, default=0) + 10**9] = final  # placed last; printed as "final"
-    return found
+    return sorted(found.items()) + final
 
 
 def pick(gains: list[float], tie: float) -> int:
@@ -77,11 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             curve = checkpoints(evals, model)
             if not curve:
                 sys.exit(f"no cells of {model!r} under {evals}")
-            step, value = max(curve.items(), key=lambda item: (item[1], -item[0]))
-            shown = " ".join(f"{v:.3f}" for _, v in sorted(curve.items()))
-            peak_step = "final" if step >= 10**9 else step
-            rows.append({"model": model, "curve": [v for _, v in sorted(curve.items())],
-                         "peak_gain": value - base, "peak_step": peak_step})
+            peak_step, value = max(curve, key=lambda point: point[1])  # the earliest of equal peaks
+            shown = " ".join(f"{v:.3f}" for _, v in curve)
+            rows.append({"model": model, "curve": [v for _, v in curve], "peak_gain": value - base,
+                         "peak_step": peak_step})
             print(f"{group:8s} {model:14s} peak gain {value - base:+.4f} at {peak_step}: {shown}")
         chosen = pick([row["peak_gain"] for row in rows], args.tie)
         print(f"{group:8s} pick: {rows[chosen]['model']}")

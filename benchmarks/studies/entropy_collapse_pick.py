@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         entropy = {int(r["step"]): float(r["entropy"]) for r in read_metrics(run) if "entropy" in r}
         if not entropy:
             sys.exit(f"{run}: no entropy series in metrics.jsonl")
-        start, c = collapse_step(entropy, args.start_steps, args.window, args.fraction)
+        try:
+            start, c = collapse_step(entropy, args.start_steps, args.window, args.fraction)
+        except ValueError as error:
+            sys.exit(f"{run}: {error}")
         rows.append({"run": run, "lr": lr, "steps": max(entropy), "start": start, "collapse_step": c})
         print(f"{run} (lr {lr}, {max(entropy)} steps): start {start:.4f}, collapse step {c if c else 'none'}")
     index, length = pick([row["collapse_step"] for row in rows], lengths, args.latest, args.after)

@@ -48,3 +48,15 @@ def test_none_collapses_or_too_late(tmp_path: Path) -> None:
     too_late = [1.0] * 560 + [0.0] * 40  # collapses at 570 > 550
     report = pick(tmp_path, f"{run_dir(tmp_path, 'x', [1.0] * 600)}=6e-5", f"{run_dir(tmp_path, 'y', too_late)}=1.2e-4")
     assert (report["lr"], report["steps"]) == ("6e-5", 600)
+
+
+def test_bad_inputs_exit_with_one_line(tmp_path: Path) -> None:
+    short = run_dir(tmp_path, "short", [1.0] * 5)  # fewer steps than the start's 10
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args in ([f"{short}=6e-5"], [f"{empty}=6e-5"], [str(short)]):
+        done = subprocess.run([sys.executable, str(SCRIPT), *args, "--json", str(tmp_path / "out.json")],
+                              capture_output=True, text=True)
+        assert done.returncode != 0
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+        assert not (tmp_path / "out.json").exists()

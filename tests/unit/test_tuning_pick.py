@@ -52,3 +52,17 @@ def test_gains_within_the_tie_margin_go_to_the_first(tmp_path: Path) -> None:
     cell(tmp_path, "c_1", [200, 0], n=1000)
     cell(tmp_path, "c_2", [212, 0], n=1000)            # 0.106: beyond the margin
     assert run(tmp_path, "c=c_1,c_2")["groups"]["c"]["pick"] == "c_2"
+
+
+def test_bad_inputs_exit_with_one_line(tmp_path: Path) -> None:
+    cell(tmp_path, "a_1", [1, 1])  # no base cell
+    for groups in (["a=a_1"], ["a=nosuch"]):
+        done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), *[x for g in groups for x in ("--group", g)],
+                               "--json", str(tmp_path / "out.json")], capture_output=True, text=True)
+        assert done.returncode != 0
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+        assert not (tmp_path / "out.json").exists()
+    cell(tmp_path, "base", [1, 1])
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--group", "a=nosuch"], capture_output=True,
+                          text=True)
+    assert done.returncode != 0 and "no cells of 'nosuch'" in done.stderr

@@ -19,7 +19,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest tests -q $(PYTEST_ARGS)
 
 # The documentation site into site/, strict: a broken link, a missing page or a docstring warning fails.
 docs: $(STAMP)

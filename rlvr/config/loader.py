@@ -15,10 +15,8 @@ YAML key (an experiment's quick-form state).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
-import functools
 import hashlib
 import json
 import types
@@ -181,25 +179,11 @@ def yaml_error(source, error: yaml.YAMLError) -> str:
     return f"{where}: not valid YAML ({problem})"
 
 
-@functools.lru_cache(maxsize=512)
-def _parsed(text: str):
-    """The document ``text`` parsed once per distinct text: a reproduction loads the same config files
-    and override values hundreds of times, and PyYAML's pure-Python parser was most of each load.
-    Callers get a deep copy (:func:`strict_yaml`); a text that fails raises each time (not cached)."""
-    return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
-
-
-def strict_yaml(text: str):
-    """``text`` read strictly (:class:`StrictYamlLoader`) into a fresh object the caller may change;
-    raises yaml.YAMLError when it is not valid YAML or repeats a key."""
-    return copy.deepcopy(_parsed(text))
-
-
 def parse_yaml(text: str, source="<text>"):
     """The YAML document ``text`` read strictly (:class:`StrictYamlLoader`); ConfigError
     ``source:LINE: ...`` when it is not valid YAML or repeats a key."""
     try:
-        return strict_yaml(text)
+        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         raise ConfigError(yaml_error(source, e)) from None
 
@@ -264,7 +248,7 @@ def parse_overrides(overrides: list[str]) -> dict:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. loss.eps_high=0.28")
         key, raw = item.split("=", 1)
         try:
-            value = strict_yaml(raw) if raw != "" else ""
+            value = yaml.load(raw, Loader=StrictYamlLoader) if raw != "" else ""  # noqa: S506
         except yaml.YAMLError as e:
             raise ConfigError(f"{key.strip()}: value {raw!r} is not valid YAML ({str(e).splitlines()[0]}); "
                               "quote the override, e.g. 'reward.weights={verifier: 1.0}'") from None

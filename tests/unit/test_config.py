@@ -43,28 +43,6 @@ def test_bad_override_and_missing_file():
         load_config("does/not/exist.yaml")
 
 
-def test_parsed_yaml_is_cached_by_text_and_never_shared(tmp_path):
-    """The same text is parsed once, but every caller gets its own object; an edited file is read anew."""
-    from rlvr.config.loader import _parsed, parse_overrides, parse_yaml
-
-    first = parse_yaml("train: {steps: 5}\nknobs: [1, 2]\n")
-    first["train"]["steps"] = 99
-    first["knobs"].append(3)
-    assert parse_yaml("train: {steps: 5}\nknobs: [1, 2]\n") == {"train": {"steps": 5}, "knobs": [1, 2]}
-    hits = _parsed.cache_info().hits
-    parse_overrides(["task.knobs={max_value: 5}"])["task"]["knobs"]["max_value"] = 7
-    assert parse_overrides(["task.knobs={max_value: 5}"]) == {"task": {"knobs": {"max_value": 5}}}
-    assert _parsed.cache_info().hits > hits
-    p = tmp_path / "c.yaml"
-    p.write_text("train:\n  steps: 3\n")
-    assert load_config(p).train.steps == 3
-    p.write_text("train:\n  steps: 4\n")
-    assert load_config(p).train.steps == 4
-    for _ in range(2):  # a failing text raises every time (failures are not cached)
-        with pytest.raises(ConfigError, match="not valid YAML"):
-            parse_yaml("a: [unclosed\n")
-
-
 def test_invalid_yaml(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("loss: [unclosed\n")

@@ -37,13 +37,22 @@ def ours(row: dict) -> str:
     if "estimates" not in row:
         return f"no estimate (missing {Path(row.get('missing', '')).parent.name or 'cells'})"
     sp = row["spread"]
-    per = ", ".join(f"{e['label']} {e['value']:+.3f} " + _interval(e['lo'], e['hi']) for e in row["estimates"])
+    per = ", ".join(f"{e['label']} {e['value']:+.3f} " + _interval(e['lo'], e['hi']) + _outside(e)
+                    for e in row["estimates"])
     if sp["seeds"] > 1:
         level = row.get("seed_level") or seed_interval([Estimate(e["seed"], e["value"], e["lo"], e["hi"],
                                                                  e.get("pretrain")) for e in row["estimates"]]).__dict__
         return (f"{sp['mean']:+.3f} {_interval(level['lo'], level['hi'])} (seeds {sp['min']:+.3f}..{sp['max']:+.3f}); "
                 f"{per}")
     return per
+
+
+def _outside(e: dict) -> str:
+    """A warning for a seed whose estimate lies outside its own 95% interval (a resampling interval of
+    a biased statistic can: e.g. a parametric bootstrap whose redraws move censored runs), so that the
+    reader does not trust that interval; the verdict rule itself is unchanged."""
+    value, lo, hi = e["value"], e["lo"], e["hi"]
+    return " (estimate outside its own interval)" if _finite(value, lo, hi) and not lo <= value <= hi else ""
 
 
 def _interval(lo, hi) -> str:

@@ -698,3 +698,17 @@ def test_the_page_and_the_index_print_the_same_digits(tmp_path):
     index = write_index(tmp_path).read_text()
     kept = json.loads((out / "table.json").read_text())["claims"][0]
     assert ours(kept) in page.read_text() and ours(kept) in index and "+0.640" in ours(kept)
+
+
+def test_a_seed_whose_estimate_lies_outside_its_own_interval_is_flagged_on_the_page():
+    """urlvr_v2's prior_explains_collapse, s1: +0.972 outside its bootstrap interval [-0.248, +0.499]."""
+    from rlvr.experiments.page import ours
+
+    row = {"estimates": [{"label": "s0", "seed": 0, "value": 0.10, "lo": 0.05, "hi": 0.15},
+                         {"label": "s1", "seed": 1, "value": 0.972, "lo": -0.248, "hi": 0.499},
+                         {"label": "s2", "seed": 2, "value": 0.20, "lo": float("nan"), "hi": float("nan")}],
+           "spread": {"seeds": 3, "mean": 0.424, "min": 0.10, "max": 0.972}}
+    text = ours(row)
+    assert "s1 +0.972 [-0.248, +0.499] (estimate outside its own interval)" in text
+    assert "s0 +0.100 [+0.050, +0.150], " in text and "s2 +0.200 [no interval]" in text
+    assert text.count("outside") == 1

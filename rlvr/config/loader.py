@@ -15,8 +15,10 @@ YAML key (an experiment's quick-form state).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import types
@@ -181,11 +183,20 @@ def yaml_error(source, error: yaml.YAMLError) -> str:
 
 def parse_yaml(text: str, source="<text>"):
     """The YAML document ``text`` read strictly (:class:`StrictYamlLoader`); ConfigError
-    ``source:LINE: ...`` when it is not valid YAML or repeats a key."""
+    ``source:LINE: ...`` when it is not valid YAML or repeats a key. A fresh copy each call (the
+    caller may change it) of a document parsed once per process (:func:`_parsed`)."""
     try:
-        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
+        return copy.deepcopy(_parsed(text))
     except yaml.YAMLError as e:
         raise ConfigError(yaml_error(source, e)) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str):
+    """``text`` as YAML (:class:`StrictYamlLoader`), cached: an experiment builds hundreds of run
+    configs from the same file and override strings (errors are raised again, never cached). Shared:
+    callers copy it."""
+    return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def read_yaml(path: Path):
@@ -248,7 +259,7 @@ def parse_overrides(overrides: list[str]) -> dict:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. loss.eps_high=0.28")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.load(raw, Loader=StrictYamlLoader) if raw != "" else ""  # noqa: S506
+            value = copy.deepcopy(_parsed(raw)) if raw != "" else ""
         except yaml.YAMLError as e:
             raise ConfigError(f"{key.strip()}: value {raw!r} is not valid YAML ({str(e).splitlines()[0]}); "
                               "quote the override, e.g. 'reward.weights={verifier: 1.0}'") from None

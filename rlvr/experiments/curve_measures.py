@@ -120,15 +120,18 @@ _FITS: dict[tuple, tuple] = {}
 _FITS_MAX = 512  # runs remembered; a page fits at most a few hundred (18 arms x 3 seeds in scalerl)
 
 
-def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None):
-    """:func:`~rlvr.analysis.predictability.fit_with_replicates` of one run's curve, remembered for
-    the process (a page's claims and tables fit the same runs many times); the oldest fit is
-    forgotten past ``_FITS_MAX`` runs, so a long-lived process does not grow without bound."""
-    key = (C.tobytes(), R.tobytes(), seed or 0)
+def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None, n_boot: int | None = None):
+    """:func:`~rlvr.analysis.predictability.fit_with_replicates` of one run's curve (``n_boot``
+    replicates, default :data:`N_BOOT`), remembered for the process (a page's claims, tables and
+    plotted mean curves fit the same runs many times, and a resumed run's page fits them again); the
+    oldest fit is forgotten past ``_FITS_MAX`` runs, so a long-lived process does not grow without
+    bound."""
+    n_boot = N_BOOT if n_boot is None else n_boot
+    key = (C.tobytes(), R.tobytes(), seed or 0, n_boot)
     if key not in _FITS:
         if len(_FITS) >= _FITS_MAX:
             del _FITS[next(iter(_FITS))]
-        _FITS[key] = fit_with_replicates(C, R, n_boot=N_BOOT, seed=seed or 0)
+        _FITS[key] = fit_with_replicates(C, R, n_boot=n_boot, seed=seed or 0)
     return _FITS[key]
 
 

@@ -115,6 +115,8 @@ def test_fit_cache_returns_the_same_fit_and_forgets_the_oldest(monkeypatch):
     curves = [curve(RUNS[("fast", s)]) for s in range(3)]
     first = cm.fit_run(*curves[0], 0)
     assert cm.fit_run(*curves[0], 0) is first  # remembered
+    assert cm.fit_run(*curves[0], 0, n_boot=5) is first
+    assert cm.fit_run(*curves[0], 0, n_boot=4)[1].A.size <= 4  # another replicate count: fitted apart
     cm.fit_run(*curves[1], 1)
     cm.fit_run(*curves[2], 2)  # the third run pushes out the first
     assert len(cm._FITS) == 2

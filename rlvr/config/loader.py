@@ -110,6 +110,13 @@ def _named(value, tp, name, key: str):
     return {"name": name, **value}
 
 
+@functools.cache
+def _type_hints(cls) -> dict:
+    """``typing.get_type_hints(cls)``, resolved once per class (the slowest part of reading a config;
+    an experiment reads hundreds). Shared: read it, never change it."""
+    return typing.get_type_hints(cls)
+
+
 def _declared(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("declared", True)]
 
@@ -120,7 +127,7 @@ def from_dict(cls, data, prefix: str = ""):
     if isinstance(data, cls):
         return data
     check(isinstance(data, dict), prefix or "config", f"expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     fields = _declared(cls)
     names = [f.name for f in fields]
     kwargs = {}

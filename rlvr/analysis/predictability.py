@@ -71,12 +71,14 @@ class ParamDiff:
 def arm_draws(boots: list[tuple[CurveFit, CurveBootstrap]], value, n: int, rng: np.random.Generator) -> np.ndarray:
     """(n,) draws of an arm's mean of ``value`` (a function of one replicate's A, B, C_mid, R0 arrays
     and its index -> float): each draw resamples the arm's seeds with replacement and takes, per
-    drawn seed, one random bootstrap replicate of its fit (all parameters from that one replicate)."""
-    out = np.empty(n)
+    drawn seed, one random bootstrap replicate of its fit (all parameters from that one replicate).
+    The draws' values are collected (n, seeds) and averaged in one call: the same means, bit for bit,
+    as a mean per draw, at a fraction of the cost."""
+    picked = np.empty((n, len(boots)))
     for i in range(n):
         picks = rng.integers(0, len(boots), len(boots))
-        out[i] = np.mean([value(boots[k][1], int(rng.integers(0, boots[k][1].A.size))) for k in picks])
-    return out
+        picked[i] = [value(boots[k][1], int(rng.integers(0, boots[k][1].A.size))) for k in picks]
+    return picked.mean(axis=1)
 
 
 def _interval(d: np.ndarray, level: float) -> tuple[float, float]:

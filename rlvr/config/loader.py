@@ -15,8 +15,10 @@ YAML key (an experiment's quick-form state).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import types
@@ -108,6 +110,13 @@ def _named(value, tp, name, key: str):
     return {"name": name, **value}
 
 
+@functools.cache
+def _type_hints(cls) -> dict:
+    """``typing.get_type_hints(cls)``, resolved once per class (the slowest part of reading a config;
+    an experiment reads hundreds). Shared: read it, never change it."""
+    return typing.get_type_hints(cls)
+
+
 def _declared(cls) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("declared", True)]
 
@@ -118,7 +127,7 @@ def from_dict(cls, data, prefix: str = ""):
     if isinstance(data, cls):
         return data
     check(isinstance(data, dict), prefix or "config", f"expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     fields = _declared(cls)
     names = [f.name for f in fields]
     kwargs = {}
@@ -181,11 +190,20 @@ def yaml_error(source, error: yaml.YAMLError) -> str:
 
 def parse_yaml(text: str, source="<text>"):
     """The YAML document ``text`` read strictly (:class:`StrictYamlLoader`); ConfigError
-    ``source:LINE: ...`` when it is not valid YAML or repeats a key."""
+    ``source:LINE: ...`` when it is not valid YAML or repeats a key. A fresh copy each call (the
+    caller may change it) of a document parsed once per process (:func:`_parsed`)."""
     try:
-        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
+        return copy.deepcopy(_parsed(text))
     except yaml.YAMLError as e:
         raise ConfigError(yaml_error(source, e)) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str):
+    """``text`` as YAML (:class:`StrictYamlLoader`), cached: an experiment builds hundreds of run
+    configs from the same file and override strings (errors are raised again, never cached). Shared:
+    callers copy it."""
+    return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def read_yaml(path: Path):
@@ -248,7 +266,7 @@ def parse_overrides(overrides: list[str]) -> dict:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. loss.eps_high=0.28")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.load(raw, Loader=StrictYamlLoader) if raw != "" else ""  # noqa: S506
+            value = copy.deepcopy(_parsed(raw)) if raw != "" else ""
         except yaml.YAMLError as e:
             raise ConfigError(f"{key.strip()}: value {raw!r} is not valid YAML ({str(e).splitlines()[0]}); "
                               "quote the override, e.g. 'reward.weights={verifier: 1.0}'") from None

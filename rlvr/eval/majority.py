@@ -57,7 +57,6 @@ n = 1024); to 1e-12 of brute-force enumeration and of exact sums over vote count
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -169,11 +168,19 @@ def _class_law(m: int, k: int, n: int) -> Binomial:
 
 @functools.lru_cache(maxsize=64)
 def _compositions(k: int, parts: int) -> np.ndarray:
-    """(C, parts) every vector of non-negative counts summing to k (stars and bars; read-only)."""
-    bars = np.array(list(itertools.combinations(range(k + parts - 1), parts - 1)), dtype=np.int64)
-    bars = bars.reshape(-1, parts - 1)
-    edges = np.hstack([np.full((bars.shape[0], 1), -1), bars, np.full((bars.shape[0], 1), k + parts - 1)])
-    counts = np.diff(edges, axis=1) - 1
+    """(C, parts) every vector of non-negative counts summing to k, in lexicographic order (the order of
+    stars and bars' bar positions; read-only). Built a column at a time: each row so far branches into
+    every count 0..(what it leaves) of the next part, the last part taking the rest."""
+    counts = np.zeros((1, parts), dtype=np.int64)
+    left = np.array([k], dtype=np.int64)  # (rows,) what each row leaves for the parts after column j
+    for j in range(parts - 1):
+        width = left + 1
+        row = np.repeat(np.arange(left.size), width)
+        x = np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)  # 0..left per row
+        counts = counts[row]
+        counts[:, j] = x
+        left = left[row] - x
+    counts[:, parts - 1] = left
     counts.flags.writeable = False
     return counts
 

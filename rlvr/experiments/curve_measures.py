@@ -36,6 +36,7 @@ They read an RL run's held-out pass rate through training from a ``kind: dynamic
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -77,7 +78,7 @@ def curve_prediction(get, args: dict, seeds, against_seeds):
     out, details = [], {}
     for s in seeds:
         C, R = curve(get(args["eval"], args["model"], s), args["x"])
-        p = predict_end(C, R, frac, n_boot=N_BOOT, seed=s or 0)
+        p = early_prediction(C, R, frac, s)
         b = p.boot  # the early fit's replicates, at the end without the residual noise of p's interval
         if window == 1:  # the last evaluation
             predicted, observed = p.predicted, p.observed
@@ -116,19 +117,34 @@ def _over_window(args: dict) -> str:
     return f"; the target, a mean of {window}: one evaluation's / sqrt {window}" if window > 1 else ""
 
 
-_FITS: dict[tuple, tuple] = {}
-_FITS_MAX = 512  # runs remembered; a page fits at most a few hundred (18 arms x 3 seeds in scalerl)
+_FITS: dict[tuple, object] = {}  # fits and early predictions of runs, by their curve
+_FITS_MAX = 512  # remembered; a page computes at most a few hundred (scalerl: 60 runs, 20 means, 18 predictions)
 
 
-def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None):
-    """:func:`~rlvr.analysis.predictability.fit_with_replicates` of one run's curve, remembered for
-    the process (a page's claims and tables fit the same runs many times); the oldest fit is
-    forgotten past ``_FITS_MAX`` runs, so a long-lived process does not grow without bound."""
-    key = (C.tobytes(), R.tobytes(), seed or 0)
+def fit_run(C: np.ndarray, R: np.ndarray, seed: int | None, n_boot: int | None = None):
+    """:func:`~rlvr.analysis.predictability.fit_with_replicates` of one run's curve (``n_boot``
+    replicates, default :data:`N_BOOT`), remembered for the process (a page's claims, tables and
+    plotted mean curves fit the same runs many times, and a resumed run's page fits them again); the
+    oldest fit is forgotten past ``_FITS_MAX`` runs, so a long-lived process does not grow without
+    bound."""
+    n_boot = N_BOOT if n_boot is None else n_boot
+    return _remembered((C.tobytes(), R.tobytes(), seed or 0, n_boot),
+                       lambda: fit_with_replicates(C, R, n_boot=n_boot, seed=seed or 0))
+
+
+def early_prediction(C: np.ndarray, R: np.ndarray, fraction: float, seed: int | None):
+    """:func:`~rlvr.analysis.predictability.predict_end` of one run's curve from its first ``fraction``
+    of compute (:data:`N_BOOT` replicates), remembered for the process as :func:`fit_run` is."""
+    return _remembered(("early", C.tobytes(), R.tobytes(), fraction, seed or 0, N_BOOT),
+                       lambda: predict_end(C, R, fraction, n_boot=N_BOOT, seed=seed or 0))
+
+
+def _remembered(key: tuple, compute: Callable):
+    """``compute()``, kept under ``key`` in ``_FITS`` (the oldest forgotten past ``_FITS_MAX``)."""
     if key not in _FITS:
         if len(_FITS) >= _FITS_MAX:
             del _FITS[next(iter(_FITS))]
-        _FITS[key] = fit_with_replicates(C, R, n_boot=N_BOOT, seed=seed or 0)
+        _FITS[key] = compute()
     return _FITS[key]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from rlvr.analysis.curve_plots import CurveSeries, plot_curves
 from rlvr.analysis.curves import sigmoid_curve
-from rlvr.analysis.predictability import fit_with_replicates, param_diff
+from rlvr.analysis.predictability import param_diff
 from rlvr.errors import UserError
 from rlvr.experiments.curve_measures import curve, fit_run
 from rlvr.experiments.measures import MEASURES
@@ -23,6 +23,7 @@ from rlvr.experiments.page_plots import page_colours
 
 SECTION = "Curves"
 PER_PLOT = 4  # models drawn with the reference in one plot
+MEAN_BOOT = 50  # bootstrap replicates of the fit drawn through a plotted mean curve
 
 
 FRACTION_CAP = 10.0
@@ -115,7 +116,7 @@ def _mean_series(name: str, rs: list, colour: str | None = None) -> CurveSeries 
     C = np.mean([C[:n] for _, C, *_ in rs], axis=0)
     R = np.mean([R[:n] for _, _, R, *_ in rs], axis=0)
     try:
-        fit, boot = fit_with_replicates(C, R, n_boot=50)
+        fit, boot = fit_run(C, R, 0, n_boot=MEAN_BOOT)
     except UserError:
         return None
     return CurveSeries(f"{name} (mean of {len(rs)})", C, R, np.ones(n, bool), fit, boot, color=colour)

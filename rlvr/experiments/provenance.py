@@ -16,6 +16,7 @@ model among those built) bounds it from above (:func:`first_seen`).
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from collections.abc import Callable
@@ -24,6 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it (the same data and the same errors as SafeLoader on
+every past version of the declarations; several times faster), else the pure-Python one."""
 
 EXPLORATORY = "declared exploratory (its data were seen before it was declared)"
 """The post hoc reason of a claim of kind ``exploratory``, whatever its history shows."""
@@ -111,8 +116,11 @@ def _history(path: Path) -> tuple[Path, list[tuple[str, str, str]]] | None:
     return root, entries[::-1]
 
 
+@functools.lru_cache(maxsize=4096)
 def _claims_at(root: Path, commit: str, rel: str) -> dict[str, str]:
-    """{claim id: fingerprint} of the declaration ``rel`` at ``commit`` ({} when unreadable)."""
+    """{claim id: fingerprint} of the declaration ``rel`` at ``commit`` ({} when unreadable). Cached per
+    process: a commit's file never changes, and every page of a run (a resume, ``--page-only``) reads
+    the same history again. Callers must not change the returned dict."""
     text = _git(root, "show", f"{commit}:{rel}")
     return claims_of(text) if text is not None else {}
 
@@ -120,7 +128,7 @@ def _claims_at(root: Path, commit: str, rel: str) -> dict[str, str]:
 def claims_of(text: str) -> dict[str, str]:
     """{claim id: fingerprint} of a declaration's YAML text ({} when it does not parse)."""
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=_LOADER) or {}
     except yaml.YAMLError:
         return {}
     evaluations = data.get("evaluations") if isinstance(data.get("evaluations"), dict) else {}
@@ -177,17 +185,24 @@ def first_seen(table: Path) -> dict[tuple[str, str], str]:
     root, entries = found
     out: dict[tuple[str, str], str] = {}
     for commit, time, rel in entries:
-        text = _git(root, "show", f"{commit}:{rel}")
-        try:
-            page = json.loads(text) if text else {}
-        except ValueError:
-            continue
-        seen = [(ev, m) for ev, models in (page.get("passk") or {}).items() for m in models]
-        seen += [("", built.rsplit("-s", 1)[0] if built.rsplit("-s", 1)[-1].isdigit() else built)
-                 for built in page.get("models") or {}]
-        for cell in seen:
+        for cell in _cells_shown_at(root, commit, rel):
             out.setdefault(cell, time)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _cells_shown_at(root: Path, commit: str, rel: str) -> tuple[tuple[str, str], ...]:
+    """The cells the published table ``rel`` shows at ``commit`` (:func:`first_seen`; () when it does not
+    parse). Cached per process, as :func:`_claims_at`."""
+    text = _git(root, "show", f"{commit}:{rel}")
+    try:
+        page = json.loads(text) if text else {}
+    except ValueError:
+        return ()
+    seen = [(ev, m) for ev, models in (page.get("passk") or {}).items() for m in models]
+    seen += [("", built.rsplit("-s", 1)[0] if built.rsplit("-s", 1)[-1].isdigit() else built)
+             for built in page.get("models") or {}]
+    return tuple(seen)
 
 
 def published_bound(args: dict, seen: dict[tuple[str, str], str]) -> str | None:

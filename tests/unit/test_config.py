@@ -1,7 +1,7 @@
 import pytest
 
 from rlvr.cli import main
-from rlvr.config import ConfigError, RunConfig, dump_yaml, load_config
+from rlvr.config import ConfigError, RunConfig, dump_yaml, load_config, parse_overrides, parse_yaml
 
 
 def test_defaults_and_builtin_recipes_load():
@@ -34,6 +34,22 @@ def test_nested_override_and_round_trip(tmp_path):
     p = tmp_path / "resolved.yaml"
     p.write_text(dump_yaml(cfg))
     assert load_config(p) == cfg
+
+
+def test_a_parsed_document_is_shared_but_each_caller_gets_its_own_copy():
+    """YAML text and override values are parsed once per process (an experiment builds hundreds of run
+    configs): a caller that changes what it got changes nothing for the next one; an error is raised
+    every time."""
+    text = "task:\n  knobs: {max_value: 5, ops: [add]}\n"
+    first = parse_yaml(text)
+    first["task"]["knobs"]["ops"].append("mul")
+    assert parse_yaml(text) == {"task": {"knobs": {"max_value": 5, "ops": ["add"]}}}
+    over = parse_overrides(["task.knobs={ops: [add]}"])
+    over["task"]["knobs"]["ops"].append("mul")
+    assert parse_overrides(["task.knobs={ops: [add]}"]) == {"task": {"knobs": {"ops": ["add"]}}}
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"x.yaml:2: not valid YAML \(duplicate key .a."):
+            parse_yaml("a: 1\na: 2\n", "x.yaml")
 
 
 def test_bad_override_and_missing_file():

@@ -115,10 +115,14 @@ def test_fit_cache_returns_the_same_fit_and_forgets_the_oldest(monkeypatch):
     curves = [curve(RUNS[("fast", s)]) for s in range(3)]
     first = cm.fit_run(*curves[0], 0)
     assert cm.fit_run(*curves[0], 0) is first  # remembered
+    assert cm.fit_run(*curves[0], 0, n_boot=5) is first
+    assert cm.fit_run(*curves[0], 0, n_boot=4)[1].A.size <= 4  # another replicate count: fitted apart
     cm.fit_run(*curves[1], 1)
     cm.fit_run(*curves[2], 2)  # the third run pushes out the first
     assert len(cm._FITS) == 2
     assert cm.fit_run(*curves[0], 0) is not first  # fitted again
+    early = cm.early_prediction(*curves[0], 0.5, 0)
+    assert cm.early_prediction(*curves[0], 0.5, 0) is early and cm.early_prediction(*curves[0], 0.75, 0) is not early
 
 
 def test_a_parameter_comparison_is_not_identifiable_unless_every_fit_has_bent():

@@ -1,9 +1,10 @@
 """The GPU checklist on the CPU: the runner, the table and the step / log-prob checks of
-rlvr.train.device_checks (benchmarks/checks/gpu_check.py runs them on CUDA), and the script's argument
-errors and clean skip without CUDA, run as a user runs it."""
+rlvr.train.device_checks (benchmarks/checks/gpu_check.py runs them on CUDA), the script's argument
+errors (its parse_args, in this process) and its clean skip without CUDA, run as a user runs it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -32,10 +33,25 @@ def run_script(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture(scope="module")
+def script():
+    """The script as a module (it imports gpu_vllm_check from its own folder, as when run)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return module
+
+
 @pytest.mark.parametrize("argv", [["--only", "step,bogus"], ["--prompts", "0"]])  # our checks, not argparse's
-def test_script_refuses_bad_arguments(argv):
-    res = run_script(*argv)
-    assert res.returncode == 2 and "error:" in res.stderr, res.stderr
+def test_script_refuses_bad_arguments(script, argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        script.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "error:" in err, err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")

@@ -199,3 +199,14 @@ def test_fold_adds_degrees_beyond_the_length_onto_their_residue():
         expected[:, degree % 4] += rows[:, degree]
     np.testing.assert_array_equal(folded, expected)
     assert majority._fold(rows, 11) is rows
+
+
+def test_compositions_are_every_count_vector_in_stars_and_bars_order():
+    """_compositions (the enumerated path's vote-count vectors) row for row as stars and bars lists them:
+    the bars' positions in itertools.combinations order, the counts between them."""
+    for k, parts in [(0, 2), (1, 2), (5, 3), (7, 4), (13, 6), (4, 9)]:
+        rows = [np.diff([-1, *bars, k + parts - 1]) - 1
+                for bars in itertools.combinations(range(k + parts - 1), parts - 1)]
+        counts = majority._compositions(k, parts)
+        assert counts.dtype == np.int64 and not counts.flags.writeable
+        np.testing.assert_array_equal(counts, np.array(rows, dtype=np.int64))

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlvr.analysis.curves import sigmoid_curve
-from rlvr.analysis.predictability import crossing, fit_with_replicates, param_diff, predict_end, shift_balance
+from rlvr.analysis.curves import CurveBootstrap, sigmoid_curve
+from rlvr.analysis.predictability import (
+    arm_draws,
+    crossing,
+    fit_with_replicates,
+    param_diff,
+    predict_end,
+    shift_balance,
+)
 from rlvr.errors import UserError
 
 
@@ -60,3 +67,19 @@ def test_shift_balance_tells_an_efficiency_change_from_a_ceiling_change():
     assert b.balance == pytest.approx(abs(b.d_ln_B) - abs(b.d_ln_gain)) and b.low > 0.3
     c = shift_balance(lower, ref, n=500)  # gain 0.3 against 0.6: |ln 0.5| on the ceiling side, B kept
     assert c.d_ln_gain == pytest.approx(np.log(0.5), abs=0.1) and c.high < -0.3
+
+
+def test_arm_draws_are_the_mean_of_each_draws_picks_bit_for_bit():
+    """Each draw: the seeds resampled, one replicate of each picked seed, their mean; the draws collected
+    and averaged at once give exactly the per-draw means (and use the same random stream)."""
+    rng = np.random.default_rng(3)
+    for seeds in (1, 2, 3, 5):
+        sizes = rng.integers(5, 60, seeds)
+        boots = [(None, CurveBootstrap(*rng.uniform(0.2, 1.0, (4, size)), {}, 0.95, 0, 0.0)) for size in sizes]
+        value = lambda b, i: float(np.log(b.B[i]))  # noqa: E731
+        expected, stream = np.empty(300), np.random.default_rng(seeds)
+        for d in range(300):
+            picks = stream.integers(0, seeds, seeds)
+            expected[d] = np.mean([value(boots[k][1], int(stream.integers(0, boots[k][1].A.size))) for k in picks])
+        drawn = arm_draws(boots, value, 300, np.random.default_rng(seeds))
+        assert np.array_equal(drawn, expected)

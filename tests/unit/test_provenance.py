@@ -176,3 +176,17 @@ def test_an_exploratory_claim_is_post_hoc_by_declaration_and_never_counted(repo)
     assert waiting["post_hoc"] == pv.EXPLORATORY
     tally = counts([seen, {**seen, "post_hoc": ""}])  # even a row without the mark stays out of the findings
     assert tally["findings"]["reproduced"] == 0 and tally["post hoc"]["reproduced"] == 2
+
+
+def test_a_commits_declaration_is_read_once_per_process(repo, monkeypatch):
+    """Every page of a run (a resume, --page-only) reads the same history: each commit's file is read
+    and parsed once, with the same result every time."""
+    first = pv.declarations(repo / "x.yaml")
+    shown = []
+    git_command = pv._git
+    monkeypatch.setattr(pv, "_git", lambda root, *args: shown.append(args) or git_command(root, *args))
+    assert pv.declarations(repo / "x.yaml") == first
+    assert not [args for args in shown if args[0] == "show"]
+    commit(repo, declaration(("a", 2), ("b", 1), ev="f"), "2026-12-05T09:00:00+00:00")  # a new commit is read
+    assert pv.declarations(repo / "x.yaml")["a"].how == "changed"
+    assert len([args for args in shown if args[0] == "show"]) == 1

@@ -28,7 +28,7 @@ from rlvr.eval.entropy import answer_entropy_of, token_entropy
 from rlvr.eval.generate import mean_logp_under, row_env_spans
 from rlvr.eval.samples import group_by_problem, load_samples
 from rlvr.experiments.cells import finish_cell, open_cell
-from rlvr.model.io import load_policy
+from rlvr.model.io import load_policy, weights_digest
 from rlvr.tasks.environment import written_env_spans
 
 
@@ -111,7 +111,8 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
                    on_chunk: Callable[[int, int], None] | None = None, offset: int = 0,
                    with_gold_nll: bool = False) -> dict:
     """Sample (resumably), reduce, score under the base (and the gold solutions under the model where
-    ``with_gold_nll``); writes ``out/stats.json`` -> the stats.
+    ``with_gold_nll``); writes ``out/stats.json`` -> the stats (with
+    ``weights``, the sampled checkpoint's digest: :func:`rlvr.model.io.weights_digest`).
     ``key`` names what decides the cell (the model's own key, the protocol): a folder holding
     another key's samples or statistics is cleared first."""
     if (cached := open_cell(out, key)) is not None:
@@ -128,5 +129,7 @@ def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, 
         stats.update(logppl_under(base_dir, cfg, rows, ids, perplexity))
     if with_gold_nll:
         stats["gold_nll"] = gold_nll(model_dir, cfg, problems, task)
-    stats.update(temperature=temperature, top_p=top_p, model=str(model_dir))
+    # weights: which weights were sampled (a base pretrained again on another CPU has its key, not always
+    # its weights; rlvr.experiments.base_weights compares it before a folder gets more cells)
+    stats.update(temperature=temperature, top_p=top_p, model=str(model_dir), weights=weights_digest(model_dir))
     return finish_cell(out, stats)

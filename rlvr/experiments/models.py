@@ -38,7 +38,7 @@ from rlvr.config import RunConfig, config_hash, load_config, to_dict
 from rlvr.errors import UserError
 from rlvr.experiments.spec import Experiment, ModelSpec
 from rlvr.log import MetricsLog
-from rlvr.model.io import load_policy_as, save_policy
+from rlvr.model.io import load_policy_as, save_policy, weights_digest
 from rlvr.paths import atomic_write, is_run_dir
 from rlvr.train.checkpoint import checkpoint_step, latest_good_checkpoint, milestone_checkpoints
 from rlvr.train.excursions import run_pipeline
@@ -163,20 +163,6 @@ def _inputs(exp: Experiment, spec: ModelSpec, seed: int | None,
     teacher = built[needs[1]]["path"] if spec.teacher else ""
     start_id, teacher_id = _identities(exp, spec, seed, built)
     return str(milestone_path(built[spec.base]["path"], spec.start)), teacher, start_id, teacher_id
-
-
-def weights_digest(checkpoint: str | Path) -> str:
-    """The first 12 hex digits of the SHA-256 of a checkpoint's ``model.safetensors`` ("" when it has
-    none): which weights a model started from, since a base pretrained on another machine (another
-    CPU's rounding) is not bit-identical though its key is the same."""
-    f = Path(checkpoint) / "model.safetensors"
-    if not f.exists():
-        return ""
-    h = hashlib.sha256()
-    with f.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:12]
 
 
 def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict]) -> bool:

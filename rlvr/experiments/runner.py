@@ -199,7 +199,9 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         return max_minutes is not None and time.time() - t0 > 60 * max_minutes
 
     missing = 0
-    bases = recorded_base_weights(exp, out, lambda m: seeds_of(exp, m, seeds))
+    samplers = {protocol_name(ev): ev for ev in exp.evaluations.values() if ev.kind == "samples"}.values()
+    bases = recorded_base_weights(exp, out, lambda m: seeds_of(exp, m, seeds),
+                                  lambda b: [eval_dir(out, ev, b, None) for ev in samplers])
 
     def same_base(c: Cell) -> None:  # before c is trained or evaluated here
         spec = exp.models[c.model]

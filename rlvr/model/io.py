@@ -7,6 +7,7 @@ A tiny-model directory holds ``model.safetensors``, ``model_config.json`` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -123,3 +124,17 @@ def resolve_device(name: str) -> torch.device:
         raise UserError(f"train.device={name}: no CUDA GPU is visible to torch (torch {torch.__version__}); "
                         "use train.device=cpu, or install a CUDA build of torch")
     return dev
+
+
+def weights_digest(checkpoint: str | Path) -> str:
+    """The first 12 hex digits of the SHA-256 of a checkpoint's ``model.safetensors`` ("" when it has
+    none): which weights a model started from, since a base pretrained on another machine (another
+    CPU's rounding) is not bit-identical though its key is the same."""
+    f = Path(checkpoint) / "model.safetensors"
+    if not f.exists():
+        return ""
+    h = hashlib.sha256()
+    with f.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:12]

@@ -4,6 +4,7 @@ machinery and the page, not the verdicts), with resume from cached cells."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -46,6 +47,8 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert all((out / "models" / m / "done.json").exists() for m in built if m.rsplit("-s", 1)[0] not in bases)
     table = json.loads((out / "table.json").read_text())
     assert table["quick"] and table["claims"]
+    sampled = [json.loads(p.read_text()) for p in out.glob("evals/*/*/stats.json")]
+    assert all(re.fullmatch(r"[0-9a-f]{12}", s["weights"]) for s in sampled if "correct" in s)  # what it sampled
     for row in table["claims"]:
         assert row["verdict"] in VERDICTS and (row["verdict"] != "not measured" or row["why"])
     page = (out / "README.md").read_text()

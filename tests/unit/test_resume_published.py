@@ -13,6 +13,7 @@ import pytest
 from rlvr.errors import UserError
 from rlvr.experiments import spec
 from rlvr.experiments.archive import restore_archive, save_archive
+from rlvr.experiments.base_weights import check_same_base, recorded_base_weights
 from rlvr.experiments.models import model_config, weights_digest
 from rlvr.experiments.runner import run_experiment
 from rlvr.model.precision import ENV_PIN
@@ -72,7 +73,7 @@ def test_computing_more_on_a_base_with_other_weights_stops_naming_both(restored)
         f.unlink()
     cell.rmdir()  # a cell to compute again, from a model trained on the published base
     with pytest.raises(UserError, match=rf"eval c_grpo grpo-s1: the base `base` here .* has weights {local}, "
-                                        rf"but 60 finished model\(s\) .* base with weights {PUBLISHED_BASE} "
+                                        rf"but 60 finished record\(s\) .* base with weights {PUBLISHED_BASE} "
                                         r"\(restored from the published records\)"):
         run_experiment(exp, out, 3, "none")
     assert not cell.exists()  # nothing was computed
@@ -118,3 +119,25 @@ def test_a_republication_that_changes_no_verdict_keeps_the_index_table_of_change
     (out / "table.json").write_text(json.dumps({**table, "claims": [{**row, "verdict": "inconclusive"}]}))
     publish(out, docs)
     assert [c["after"] for c in json.loads((docs / "demo" / "table.json").read_text())["changes"]] == ["inconclusive"]
+
+
+def test_a_base_cell_sampled_from_other_weights_stops_the_first_model_trained(tmp_path):
+    """An experiment's first part may publish only its bases' evaluations (boundary_powered's did): a base
+    pretrained again on another CPU has their key, not their weights, so the cells they recorded count as
+    the models' records do."""
+    exp = spec.load("scalerl")
+    out = tmp_path / "out"
+    cell = out / "evals" / "T1-p1-n8-P64" / "base"
+    cell.mkdir(parents=True)
+    (cell / "stats.json").write_text(json.dumps({"correct": [1], "n": 8, "weights": PUBLISHED_BASE}))
+    old = out / "evals" / "T0.6-older" / "base"  # written before cells recorded their weights: not compared
+    old.mkdir(parents=True)
+    (old / "stats.json").write_text(json.dumps({"correct": [1], "n": 8}))
+    found = recorded_base_weights(exp, out, lambda m: [0],
+                                  lambda b: [out / "evals" / p / b for p in ("T1-p1-n8-P64", "T0.6-older", "none")])
+    assert found == {"base": {PUBLISHED_BASE: ["evals/T1-p1-n8-P64/base"]}}
+    check_same_base(found, "base", {"weights": PUBLISHED_BASE, "path": "here"}, "model grpo-s0", out)  # same: fine
+    check_same_base(found, "base", {"weights": "", "path": "here"}, "model grpo-s0", out)  # unknown: not compared
+    with pytest.raises(UserError, match=rf"model grpo-s0: the base `base` here \(here\) has weights 0123456789ab, "
+                                        rf"but 1 finished record\(s\) .*evals/T1-p1-n8-P64/base.* {PUBLISHED_BASE}"):
+        check_same_base(found, "base", {"weights": "0123456789ab", "path": "here"}, "model grpo-s0", out)

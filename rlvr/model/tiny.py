@@ -58,11 +58,14 @@ class BufferPool:
     fits, of the dtype and device asked for and of the caller's kind (an inference tensor in inference
     mode, else a normal one), or a new one as large as the largest request so far (so that a
     compaction's copy serves a whole cache on the next call); a kept buffer goes to one caller (a
-    second caller at the same time gets a new one). Kept: at most ``keep`` buffers, the largest;
-    :meth:`clear` frees them."""
+    second caller at the same time gets a new one). Kept: at most ``keep`` buffers of at most
+    ``max_bytes`` in all, the largest that fit; a request above half of ``max_bytes`` (an evaluation's
+    batch of thousands of rows) is neither pooled nor counted in the largest request, so the pool
+    never holds more than ``max_bytes`` (512 MiB: the RL step's caches at 64 x 8 take 171 MiB)
+    after a call; :meth:`clear` frees them."""
 
-    def __init__(self, keep: int = 8):
-        self.keep = keep
+    def __init__(self, keep: int = 8, max_bytes: int = 512 * 2**20):
+        self.keep, self.max_bytes = keep, max_bytes
         self.free: list[torch.Tensor] = []  # flat buffers, smallest first
         self.peak_bytes = 0
         self.lock = threading.Lock()
@@ -74,8 +77,10 @@ class BufferPool:
                          and t.is_inference() == inference), None)
             if flat is not None:
                 self.free = [t for t in self.free if t is not flat]
-            size = max(n, self.peak_bytes // dtype.itemsize)
-            self.peak_bytes = max(self.peak_bytes, n * dtype.itemsize)
+            poolable = 2 * n * dtype.itemsize <= self.max_bytes
+            size = max(n, self.peak_bytes // dtype.itemsize) if poolable else n
+            if poolable:
+                self.peak_bytes = max(self.peak_bytes, n * dtype.itemsize)
         if flat is None:
             flat = torch.empty(size, dtype=dtype, device=device)
         return flat[:n].view(shape)
@@ -87,7 +92,13 @@ class BufferPool:
         flat = t.new_empty(0).set_(storage, 0, (storage.nbytes() // t.element_size(),))
         with self.lock:
             if all(b.data_ptr() != flat.data_ptr() for b in self.free):
-                self.free = sorted([*self.free, flat], key=torch.Tensor.numel)[-self.keep :]
+                kept, total = [], 0
+                for b in sorted([*self.free, flat], key=lambda b: b.untyped_storage().nbytes(), reverse=True):
+                    nbytes = b.untyped_storage().nbytes()
+                    if len(kept) < self.keep and 2 * nbytes <= self.max_bytes and total + nbytes <= self.max_bytes:
+                        kept.append(b)
+                        total += nbytes
+                self.free = kept[::-1]  # smallest first
 
     def clear(self) -> None:
         with self.lock:

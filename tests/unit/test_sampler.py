@@ -333,3 +333,21 @@ def test_buffer_pool_reuses_the_same_storage():
         assert c.data_ptr() in ptrs and c.shape == (2, 3, 4)
         assert pool.take((2, 3, 4), torch.bfloat16, "cpu").data_ptr() not in ptrs
     assert pool.take((1, 3, 4), torch.float32, "cpu").data_ptr() not in ptrs  # a normal tensor outside it
+
+
+def test_buffer_pool_holds_at_most_its_byte_cap():
+    """An evaluation's batch of thousands of rows would leave gigabytes in the pool after the call: a
+    buffer above half the cap is never kept nor raises the size of later ones, and what is kept stays
+    under the cap (the largest that fit)."""
+    from rlvr.model.tiny import BufferPool
+
+    pool = BufferPool(max_bytes=1000)  # float32: a buffer of at most 125 elements is poolable
+    big = pool.take((200,), torch.float32, "cpu")  # 800 bytes: above half the cap
+    small = pool.take((10,), torch.float32, "cpu")
+    assert small.untyped_storage().nbytes() == 40  # the big request did not set the size of the next
+    pool.give(big)
+    assert pool.free == []
+    a, b, c = (pool.take((100,), torch.float32, "cpu") for _ in range(3))  # 400 bytes each
+    for t in (small, a, b, c):
+        pool.give(t)
+    assert sorted(t.untyped_storage().nbytes() for t in pool.free) == [40, 400, 400]  # a third 400 passes 1000

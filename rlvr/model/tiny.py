@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -44,12 +45,80 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
-def keep_rows(t: torch.Tensor, rows: torch.Tensor, filled: int) -> torch.Tensor:
+class BufferPool:
+    """Storage of the sampler's KV caches kept from one sampling call to the next.
+
+    At 64 x 8 the tiny model's completion cache is 48 MiB of keys and as much of values, and each
+    compaction copies it into a new one: allocations above glibc's largest mmap threshold (32 MiB)
+    unless the heap happens to hold a free chunk that large, so each was a fresh mapping whose pages
+    faulted on first write (27-48k minor page faults, 8-15% of a sampling call; issue 53). Whether a
+    chunk was free depended on what ran before: at b87d620 the trainer's padded batches left one, its
+    length buckets (822b7a6) no longer do. Caches that ``take`` their buffers here and ``give`` them
+    back when done write the same pages every call. ``take`` hands out the smallest kept buffer that
+    fits, of the dtype and device asked for and of the caller's kind (an inference tensor in inference
+    mode, else a normal one), or a new one as large as the largest request so far (so that a
+    compaction's copy serves a whole cache on the next call); a kept buffer goes to one caller (a
+    second caller at the same time gets a new one). Kept: at most ``keep`` buffers of at most
+    ``max_bytes`` in all, the largest that fit; a request above half of ``max_bytes`` (an evaluation's
+    batch of thousands of rows) is neither pooled nor counted in the largest request, so the pool
+    never holds more than ``max_bytes`` (512 MiB: the RL step's caches at 64 x 8 take 171 MiB)
+    after a call; :meth:`clear` frees them."""
+
+    def __init__(self, keep: int = 8, max_bytes: int = 512 * 2**20):
+        self.keep, self.max_bytes = keep, max_bytes
+        self.free: list[torch.Tensor] = []  # flat buffers, smallest first
+        self.peak_bytes = 0
+        self.lock = threading.Lock()
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:
+        n, inference, device = math.prod(shape), torch.is_inference_mode_enabled(), torch.device(device)
+        with self.lock:
+            flat = next((t for t in self.free if t.numel() >= n and t.dtype == dtype and t.device == device
+                         and t.is_inference() == inference), None)
+            if flat is not None:
+                self.free = [t for t in self.free if t is not flat]
+            poolable = 2 * n * dtype.itemsize <= self.max_bytes
+            size = max(n, self.peak_bytes // dtype.itemsize) if poolable else n
+            if poolable:
+                self.peak_bytes = max(self.peak_bytes, n * dtype.itemsize)
+        if flat is None:
+            flat = torch.empty(size, dtype=dtype, device=device)
+        return flat[:n].view(shape)
+
+    def give(self, t: torch.Tensor) -> None:
+        """The whole storage under ``t`` (a buffer :meth:`take` handed out, no longer read or written by
+        anyone) is free for the next ``take``."""
+        storage = t.untyped_storage()
+        flat = t.new_empty(0).set_(storage, 0, (storage.nbytes() // t.element_size(),))
+        with self.lock:
+            if all(b.data_ptr() != flat.data_ptr() for b in self.free):
+                kept, total = [], 0
+                for b in sorted([*self.free, flat], key=lambda b: b.untyped_storage().nbytes(), reverse=True):
+                    nbytes = b.untyped_storage().nbytes()
+                    if len(kept) < self.keep and 2 * nbytes <= self.max_bytes and total + nbytes <= self.max_bytes:
+                        kept.append(b)
+                        total += nbytes
+                self.free = kept[::-1]  # smallest first
+
+    def clear(self) -> None:
+        with self.lock:
+            self.free, self.peak_bytes = [], 0
+
+
+DECODE_BUFFERS = BufferPool()
+"""The pool of the sampler's shared-prefix caches (:class:`SharedPrefixCache`)."""
+
+
+def keep_rows(t: torch.Tensor, rows: torch.Tensor, filled: int, pool: BufferPool | None = None) -> torch.Tensor:
     """Rows ``rows`` of a cache tensor t (L, B, H, T, Dh) -> (L, len(rows), H, T, Dh), copying only the
     ``filled`` positions (the rest is never read before it is written) and a row at a time (advanced
-    indexing would compute an offset per element)."""
-    out = t.new_empty((t.shape[0], len(rows), *t.shape[2:]))
+    indexing would compute an offset per element). With a ``pool``, the copy's buffer comes from it
+    and ``t``'s goes back to it."""
+    shape = (t.shape[0], len(rows), *t.shape[2:])
+    out = t.new_empty(shape) if pool is None else pool.take(shape, t.dtype, t.device)
     torch.index_select(t[:, :, :, :filled], 1, rows, out=out[:, :, :, :filled])
+    if pool is not None:
+        pool.give(t)
     return out
 
 
@@ -88,8 +157,10 @@ class SharedPrefixCache:
         self.plen = prompt_mask.sum(-1)
         self.group = torch.arange(G, device=prompt_mask.device).repeat_interleave(repeats)
         N = self.group.numel()
-        self.k = torch.empty((L, N, H, t_new, Dh), dtype=prefix.k.dtype, device=prefix.k.device)  # written before read
-        self.v = torch.empty_like(self.k)
+        shape, dtype, device = (L, N, H, t_new, Dh), prefix.k.dtype, prefix.k.device
+        self.pool = DECODE_BUFFERS
+        self.k = self.pool.take(shape, dtype, device)  # uninitialised (or a past call's): written before read
+        self.v = self.pool.take(shape, dtype, device)
         self.length = 0
         self._spans()
 
@@ -101,9 +172,17 @@ class SharedPrefixCache:
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only ``rows`` (an increasing (N',) index) of the batch, e.g. to drop finished samples."""
-        self.k, self.v = keep_rows(self.k, rows, self.length), keep_rows(self.v, rows, self.length)
+        self.k = keep_rows(self.k, rows, self.length, self.pool)
+        self.v = keep_rows(self.v, rows, self.length, self.pool)
         self.group = self.group[rows]
         self._spans()
+
+    def release(self) -> None:
+        """Done with this cache: its completion buffers go back to the pool for the next call."""
+        if self.k is not None:
+            self.pool.give(self.k)
+            self.pool.give(self.v)
+            self.k = self.v = None
 
 
 def span_classes(spans: list[tuple[int, int, int]], device) -> list[tuple[torch.Tensor, torch.Tensor | None, int]]:

@@ -286,6 +286,9 @@ def generate(
             if on_step is not None:
                 on_step(1)
 
+        release = getattr(cache, "release", None)  # a pooled cache's buffers serve the next call
+        if release is not None:
+            release()
         width = int(out_len.max()) if B else 0
     out_ids, out_f, out_loss, out_len = (t.clone() for t in (out_ids, out_f, out_loss, out_len))  # normal tensors
     if repeats is not None:  # the output's prompt rows, one per sample

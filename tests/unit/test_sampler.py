@@ -275,3 +275,79 @@ def test_batched_prompt_attention_keeps_the_autocast_dtype():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         scores = prompt_scores(q, pk, torch.zeros(2, 1, 4), classes)
         assert prompt_values(scores.softmax(-1), pv, classes).shape == (3, 2, 8)
+
+
+def _shared_run(model, params, pool, seed=3):
+    """generate() with prefix sharing (rows of unequal counts, compactions) drawing its completion
+    cache from ``pool``."""
+    import rlvr.model.tiny as tiny
+
+    ids, mask = TOK.batch_encode_left(PROMPTS)
+    before = tiny.DECODE_BUFFERS
+    tiny.DECODE_BUFFERS = pool
+    try:
+        return generate(model, ids, mask, params, eos_id=TOK.eos_id, pad_id=TOK.pad_id,
+                        generator=torch.Generator().manual_seed(seed), repeats=torch.tensor([5, 1, 9, 3]))
+    finally:
+        tiny.DECODE_BUFFERS = before
+
+
+def test_pooled_cache_buffers_give_bit_identical_samples(model):
+    """The shared-prefix cache's buffers come from a pool kept between calls (issue 53: fresh 48 MiB
+    mappings page-faulted on every call). Reused buffers that hold another call's values, or NaN
+    everywhere, give the same tokens, log-probs and entropies, bit for bit, as fresh buffers: no
+    position is read before it is written."""
+    from rlvr.model.tiny import BufferPool
+
+    params = SampleParams(max_new_tokens=30, interruption_budget=12, interruption_ids=tuple(TOK.encode("\nA:")))
+    fresh = _shared_run(model, params, BufferPool(keep=0))  # keeps nothing: every buffer new
+    pool = BufferPool()
+    _shared_run(model, params, pool, seed=11)  # another call's values left in the buffers
+    assert len(pool.free) >= 2  # handed back
+    reused = _shared_run(model, params, pool)
+    with torch.inference_mode():  # the sampler's buffers are inference tensors
+        for t in pool.free:
+            t.fill_(float("nan"))
+    poisoned = _shared_run(model, params, pool)
+    for rb in (reused, poisoned):
+        for name in ("completion_ids", "completion_mask", "loss_mask", "behaviour_logp", "entropy"):
+            assert torch.equal(getattr(rb, name), getattr(fresh, name)), name
+        assert rb.finish_reason == fresh.finish_reason
+
+
+def test_buffer_pool_reuses_the_same_storage():
+    """A second call of the same shape allocates nothing: the pool hands back its own buffers,
+    the smallest that fits, and only those of the caller's kind (inference tensors in inference mode)."""
+    from rlvr.model.tiny import BufferPool
+
+    pool = BufferPool()
+    with torch.inference_mode():
+        a = pool.take((2, 3, 4), torch.float32, "cpu")
+        b = pool.take((2, 2, 4), torch.float32, "cpu")  # as large as the largest request so far
+        ptrs = {a.data_ptr(), b.data_ptr()}
+        pool.give(a)
+        pool.give(b)
+        pool.give(a)  # twice: kept once
+        assert len(pool.free) == 2
+        c = pool.take((2, 3, 4), torch.float32, "cpu")
+        assert c.data_ptr() in ptrs and c.shape == (2, 3, 4)
+        assert pool.take((2, 3, 4), torch.bfloat16, "cpu").data_ptr() not in ptrs
+    assert pool.take((1, 3, 4), torch.float32, "cpu").data_ptr() not in ptrs  # a normal tensor outside it
+
+
+def test_buffer_pool_holds_at_most_its_byte_cap():
+    """An evaluation's batch of thousands of rows would leave gigabytes in the pool after the call: a
+    buffer above half the cap is never kept nor raises the size of later ones, and what is kept stays
+    under the cap (the largest that fit)."""
+    from rlvr.model.tiny import BufferPool
+
+    pool = BufferPool(max_bytes=1000)  # float32: a buffer of at most 125 elements is poolable
+    big = pool.take((200,), torch.float32, "cpu")  # 800 bytes: above half the cap
+    small = pool.take((10,), torch.float32, "cpu")
+    assert small.untyped_storage().nbytes() == 40  # the big request did not set the size of the next
+    pool.give(big)
+    assert pool.free == []
+    a, b, c = (pool.take((100,), torch.float32, "cpu") for _ in range(3))  # 400 bytes each
+    for t in (small, a, b, c):
+        pool.give(t)
+    assert sorted(t.untyped_storage().nbytes() for t in pool.free) == [40, 400, 400]  # a third 400 passes 1000

@@ -4,7 +4,7 @@ keeps one folder from mixing two pretraining runs under one key.
 A base's key is its declared identity (its config), so a base pretrained again on another machine
 (another CPU's rounding), or after the cache was cleared, has the key of the first one and not always
 its weights. Every model records the SHA-256 of the base weights it started from (``base_weights`` in
-its ``done.json``, :func:`rlvr.experiments.models.weights_digest`); a record restored from the
+its ``done.json``, :func:`rlvr.model.io.weights_digest`); a record restored from the
 published cells (``--resume-published``) keeps that of the machine that trained it. Reading cells back
 needs no weights (``--page-only`` never opens the base); training or evaluating anything more in a
 folder whose models started from other weights than the local base would mix the two in one

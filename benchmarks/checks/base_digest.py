@@ -22,7 +22,6 @@ the test) passes ``key=value`` overrides to ``rlvr pretrain``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # rlvr from this checkout, for the CPU line and the digest
 MODES = {
     "default": {},
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"},
@@ -42,18 +42,9 @@ conditional numerical reproducibility at AVX2."""
 
 def cpu_line() -> str:
     """The CPU as docs/performance.md records it: model name, family/model, the flags that matter."""
-    sys.path.insert(0, str(REPO))
     from rlvr.machine import machine_info, machine_line
 
     return machine_line(machine_info())
-
-
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:12]
 
 
 def pretrain_digest(mode: str, overrides: list[str]) -> dict:
@@ -70,7 +61,9 @@ def pretrain_digest(mode: str, overrides: list[str]) -> dict:
         finals = sorted(Path(cache).glob("base/*/final/model.safetensors"))
         if len(finals) != 1:
             raise RuntimeError(f"{mode}: expected one pretrained base under {cache}, found {len(finals)}")
-        return {"mode": mode, "digest": digest(finals[0]), "minutes": round((time.time() - t0) / 60, 2)}
+        from rlvr.model.io import weights_digest  # the digest the experiments record
+
+        return {"mode": mode, "digest": weights_digest(finals[0].parent), "minutes": round((time.time() - t0) / 60, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:

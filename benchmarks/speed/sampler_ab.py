@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from step_throughput import checkout, cpu_line, recipe_overrides  # noqa: E402
+from step_throughput import checkout, cpu_line, recipe_overrides, remove_checkouts  # noqa: E402
 
 
 def measure_side(calls: int, prompts: int, group: int, threads: int, after_steps: int, profile: int) -> dict:
@@ -128,9 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
                     print(f"round {r + 1}/{args.rounds} {name}: {statistics.median(kept):.3f} s/call "
                           f"({' '.join(f'{s:.3f}' for s in kept)}), {faults:.0f} page faults/call", flush=True)
         finally:
-            for root in roots.values():
-                if root != REPO:
-                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(root)], check=False)
+            remove_checkouts(roots.values())
     load_after = os.getloadavg()
     med = {n: statistics.median(s for r in rs for s in r["seconds"][args.warmup:]) for n, rs in results.items()}
     faults = {n: statistics.median(f for r in rs for f in r["faults"][args.warmup:]) for n, rs in results.items()}

@@ -202,6 +202,13 @@ def checkout(path: Path, ref: str) -> Path:
     return path
 
 
+def remove_checkouts(roots) -> None:
+    """Remove the :func:`checkout` worktrees among ``roots`` (this tree, ``REPO``, stays)."""
+    for root in roots:
+        if root != REPO:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(root)], check=False)
+
+
 def quick_base(tmp: Path) -> Path:
     """A random tiny model (1 layer, width 32) saved as a base: the quick mode needs no pretraining."""
     from rlvr.config import load_config
@@ -257,8 +264,7 @@ def main(argv: list[str] | None = None) -> dict:
                         seconds = [row["step_s"] for row in sides[name][-1]["steps"][args.warmup:]]
                         print(f"round {r + 1}/{args.rounds} {name}: {statistics.median(seconds):.3f} s/step")
             finally:
-                for root in (root for root in roots.values() if root != REPO):
-                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(root)], check=False)
+                remove_checkouts(roots.values())
             baseline_name = args.baseline_ref
     return report(args, sides, baseline_name, load_before, os.getloadavg())
 

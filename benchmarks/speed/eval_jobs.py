@@ -40,8 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from step_throughput import cpu_line  # noqa: E402
 
 
-def sample_cells(first: int, count: int, problems: int, n: int, threads: int, out: str) -> dict:
-    """Cells ``first`` .. ``first + count - 1`` one after the other on ``threads`` torch threads ->
+def sample_cells(first: int, count: int, problems: int, n: int, threads: int, out: str, base: str = "",
+                 overrides: tuple[str, ...] = ()) -> dict:
+    """Cells ``first`` .. ``first + count - 1`` one after the other on ``threads`` torch threads, of
+    ``base`` (default: the quickstart config's cached base) ->
     {"wall_s", "hashes"} (per cell, sha256 of its sampled rows' completions, in order)."""
     import torch
 
@@ -52,8 +54,8 @@ def sample_cells(first: int, count: int, problems: int, n: int, threads: int, ou
     from rlvr.train.state import get_task
 
     torch.set_num_threads(threads)
-    cfg = load_config(None, ["model.dtype=float32"])
-    base = base_model(cfg.model, cfg.pretrain, "none")
+    cfg = load_config(None, ["model.dtype=float32", *overrides])
+    base = base or base_model(cfg.model, cfg.pretrain, "none")
     task = get_task(cfg)
     every = task.problems("heldout", (first + count) * problems)
     hashes = []

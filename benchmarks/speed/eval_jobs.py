@@ -2,13 +2,14 @@
 evaluation-heavy parts of `rlvr reproduce`, e.g. boundary_powered's 576 x 1024 cells; issue 53's
 "lab throughput").
 
-`rlvr reproduce --jobs J` trains J models at once, one process and cores/J torch threads each; its
-evaluations used to run one after the other in the main process on every core. This measures what
-running them side by side (one process and cores/J threads each, :mod:`rlvr.experiments.runner`)
-gains on this machine, with the evaluation's own code (:func:`rlvr.experiments.evaluate.sample_chunks`:
-the default base of the quickstart config, held-out problems, T = 0.6, top-p 0.95, the experiments'
-sampling seed) on ``--cells`` cells of ``--problems`` x ``--n`` samples each (cell i samples held-out
-problems i*P .. (i+1)*P - 1):
+`rlvr reproduce --jobs J` trains J models at once, one process and cores/J torch threads each, and
+runs its evaluations one after the other in the main process on every core. This measures whether
+running them side by side instead (one process and cores/J threads each) would gain, with the
+evaluation's own code (:func:`rlvr.experiments.evaluate.sample_chunks`: the default base of the
+quickstart config, held-out problems, T = 0.6, top-p 0.95, the experiments' sampling seed) on
+``--cells`` cells of ``--problems`` x ``--n`` samples each (cell i samples held-out problems
+i*P .. (i+1)*P - 1). Measured 0.95x on a quiet Zen 5 at 16 x 1024 (docs/performance.md, "Evaluation
+cells side by side"): not adopted.
 
 - serial: one process with ``cores`` torch threads samples the cells one after the other;
 - side by side: ``--cells`` processes with ``cores // cells`` thread(s) each, one cell each, at once.
@@ -19,7 +20,7 @@ medians, and whether the two forms drew the same tokens (a thread count may chan
 a draw: the samples are then equally valid draws, not the same ones; the cells' keys do not name a
 thread count).
 
-    python benchmarks/speed/eval_jobs.py [--cells 2] [--problems 8] [--n 256] [--rounds 2]
+    python benchmarks/speed/eval_jobs.py [--cells 2] [--problems 16] [--n 1024] [--rounds 2]   # about 90 s
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def result(p: subprocess.Popen) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=2, help="evaluation cells (= processes side by side; default 2)")
-    ap.add_argument("--problems", type=int, default=8, help="held-out problems per cell (default 8)")
-    ap.add_argument("--n", type=int, default=256, help="samples per problem (default 256)")
+    ap.add_argument("--problems", type=int, default=16, help="held-out problems per cell (default 16)")
+    ap.add_argument("--n", type=int, default=1024, help="samples per problem (default 1024)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, each form once per round (default 2)")
     a = ap.parse_args()
     cores = os.cpu_count() or 1

@@ -178,8 +178,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     when given; with ``jobs`` > 1 the models of several parts share the workers) under ``out``,
     reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}.
     ``jobs`` > 1 trains that many models at once, each in its own process with
-    ``cores // jobs`` torch threads (:func:`_build_parallel`), then runs the evaluations that many
-    at a time the same way (:func:`_eval_parallel`). ``cached_only``: train and evaluate
+    ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
     none was missing); the bases are then taken by their declared identity, never read or
     pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
@@ -255,10 +254,6 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     ecells = [] if stopped else _eval_cells(exp, seeds, built, evals, parts)  # milestones are known now
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
-        if jobs > 1 and not cached_only:
-            stopped = _eval_parallel(exp, ecells, out, built, timings, jobs, over_budget, bar,
-                                     progress != "none", same_base) or stopped
-            ecells = []
         for c in ecells:
             cached = eval_cached(*_eval_target(exp, c, out, built)[-2:])
             if (cached_only or over_budget()) and not cached:
@@ -356,70 +351,6 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                 except UserError as e:
                     failed[c.model] = str(e)
                     warn(f"{c.id} failed: {e}")
-                timings[c.id] = time.time() - t
-                bar.update(1)
-    return stopped
-
-
-def _eval_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threads: int, say: bool) -> None:
-    """Worker of :func:`_eval_parallel` (a spawned process): one evaluation cell, ``threads`` torch threads."""
-    import torch
-
-    torch.set_num_threads(threads)
-    _run_eval(exp, c, Path(out), built, _chunk_note(c) if say else None)
-
-
-def _eval_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
-                   jobs: int, over_budget, bar, say: bool, before_eval) -> bool:
-    """Run the evaluation cells ``cells`` side by side: the cached ones are read here, the others
-    in ``min(jobs, how many)`` spawned processes with cores // that many torch threads each (one
-    left: here, on every core, as without ``--jobs``); ``before_eval(cell)`` runs before one
-    starts (it may stop the run). A cell samples with its own seeds whatever the thread count;
-    another thread count may round a sum otherwise and so draw other (equally valid) samples: a
-    cell's key names the model and the protocol, not the threads
-    (docs/commands/reproduce.md, "--jobs"). -> whether it stopped on the time budget."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from multiprocessing import get_context
-
-    todo = []
-    for c in cells:
-        if eval_cached(*_eval_target(exp, c, out, built)[-2:]):
-            t = time.time()
-            _run_eval(exp, c, out, built)  # read back
-            timings[c.id] = time.time() - t
-            bar.update(1)
-        else:
-            todo.append(c)
-    if len(todo) < 2:  # nothing to share the cores with
-        for c in todo:
-            if over_budget():
-                return True
-            before_eval(c)
-            t = time.time()
-            _run_eval(exp, c, out, built, _chunk_note(c) if say else None)
-            timings[c.id] = time.time() - t
-            bar.update(1)
-        return False
-    workers = min(jobs, len(todo))
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    running, stopped = {}, False
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        while todo or running:
-            while todo and len(running) < workers and not stopped:
-                stopped = over_budget()
-                if not stopped:
-                    c = todo.pop(0)
-                    before_eval(c)
-                    running[pool.submit(_eval_one, exp, c, str(out), dict(built), threads, say)] = (c, time.time())
-                    if say:
-                        print(f"[reproduce {exp.name}] evaluating {c.id} (process {len(running)} of {workers}, "
-                              f"{threads} thread(s))", file=sys.stderr, flush=True)
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for f in done:
-                c, t = running.pop(f)
-                f.result()  # a failed evaluation stops the run, as one after the other does
                 timings[c.id] = time.time() - t
                 bar.update(1)
     return stopped

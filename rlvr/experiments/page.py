@@ -229,6 +229,8 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     done = sum(status_of(r) != NOT_MEASURED for r in rows)
     status = ("complete" if run["complete"] and done == len(rows)
               else f"partial: {done} of {len(rows)} claims measured")
+    if done == len(rows) and run.get("missing"):  # why "partial" when every claim is measured
+        status += f"; {run['missing']} declared cell(s) not on disk"
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
     lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "

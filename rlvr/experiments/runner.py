@@ -176,11 +176,11 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                    cached_only: bool = False) -> dict:
     """Build the models and run the evaluations of ``exp`` (of one ``part`` or several, 1-based,
     when given; with ``jobs`` > 1 the models of several parts share the workers) under ``out``,
-    reusing every cached cell -> {"built", "timings", "failed", "complete", "wall_s"}.
+    reusing every cached cell -> {"built", "timings", "failed", "complete", "missing", "wall_s"}.
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
-    none was missing); the bases are then taken by their declared identity, never read or
+    none was missing, "missing" how many were); the bases are then taken by their declared identity, never read or
     pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
     first checks that the folder's finished models started from the local base's weights
     (:func:`~rlvr.experiments.base_weights.check_same_base`)."""
@@ -276,6 +276,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     if missing:
         warn(f"{missing} cell(s) not on disk yet (--page-only reads only cached cells): their claims say 'not run yet'")
     return {"built": built, "timings": timings, "failed": failed, "complete": not stopped and not missing,
+            "missing": missing,
             "wall_s": time.time() - t0}
 
 

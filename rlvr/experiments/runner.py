@@ -180,8 +180,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
-    none was missing, "missing" how many were); the bases are then taken by their declared identity, never read or
-    pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
+    none was missing, "missing" how many were); the bases are then taken by their declared identity,
+    never read or pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
     first checks that the folder's finished models started from the local base's weights
     (:func:`~rlvr.experiments.base_weights.check_same_base`)."""
     if cached_only and (part is not None or max_minutes is not None):

@@ -72,8 +72,8 @@ def sample_cells(first: int, count: int, problems: int, n: int, threads: int, ou
     return {"wall_s": time.perf_counter() - t, "hashes": hashes}
 
 
-def run_side(first: int, count: int, problems: int, n: int, threads: int) -> subprocess.Popen:
-    out = tempfile.mkdtemp(prefix="eval_jobs_")
+def run_side(first: int, count: int, problems: int, n: int, threads: int, out: str) -> subprocess.Popen:
+    """A fresh process sampling :func:`sample_cells` into ``out`` on ``threads`` threads."""
     code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
             f"from eval_jobs import sample_cells; "
             f"print(json.dumps(sample_cells({first}, {count}, {problems}, {n}, {threads}, {out!r})))")
@@ -88,33 +88,36 @@ def result(p: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=2, help="evaluation cells (= processes side by side; default 2)")
     ap.add_argument("--problems", type=int, default=16, help="held-out problems per cell (default 16)")
     ap.add_argument("--n", type=int, default=1024, help="samples per problem (default 1024)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, each form once per round (default 2)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    for name in ("cells", "problems", "n", "rounds"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be >= 1 (got {getattr(a, name)})")
     cores = os.cpu_count() or 1
     side_threads = max(1, cores // a.cells)
     print(cpu_line())
     print(f"load before: {os.getloadavg()[0]:.2f}; {a.cells} cells of {a.problems} problems x {a.n} samples; "
           f"serial: 1 process x {cores} thread(s); side by side: {a.cells} processes x {side_threads} thread(s)")
-    # warm the base cache (pretrained once, outside the timing)
-    result(run_side(0, 1, 1, 1, cores))
     serial, side, same = [], [], []
-    for r in range(a.rounds):
-        s = result(run_side(0, a.cells, a.problems, a.n, cores))
-        t = time.perf_counter()
-        procs = [run_side(i, 1, a.problems, a.n, side_threads) for i in range(a.cells)]
-        res = [result(p) for p in procs]
-        wall = time.perf_counter() - t  # includes each process's start (the runner's workers pay it too)
-        serial.append(s["wall_s"])
-        side.append(wall)
-        same.append(s["hashes"] == [x["hashes"][0] for x in res])
-        cell_walls = ", ".join(f"{x['wall_s']:.1f}" for x in res)
-        print(f"round {r + 1}: serial {s['wall_s']:.1f} s, side by side {wall:.1f} s "
-              f"(cells {cell_walls}): {s['wall_s'] / wall:.2f}x")
+    with tempfile.TemporaryDirectory(prefix="eval_jobs_") as tmp:  # the samples: removed afterwards
+        result(run_side(0, 1, 1, 1, cores, f"{tmp}/warm"))  # the base cache (pretrained once, outside the timing)
+        for r in range(a.rounds):
+            s = result(run_side(0, a.cells, a.problems, a.n, cores, f"{tmp}/serial{r}"))
+            t = time.perf_counter()
+            procs = [run_side(i, 1, a.problems, a.n, side_threads, f"{tmp}/side{r}") for i in range(a.cells)]
+            res = [result(p) for p in procs]
+            wall = time.perf_counter() - t  # includes each process's start (the runner's workers pay it too)
+            serial.append(s["wall_s"])
+            side.append(wall)
+            same.append(s["hashes"] == [x["hashes"][0] for x in res])
+            cell_walls = ", ".join(f"{x['wall_s']:.1f}" for x in res)
+            print(f"round {r + 1}: serial {s['wall_s']:.1f} s, side by side {wall:.1f} s "
+                  f"(cells {cell_walls}): {s['wall_s'] / wall:.2f}x")
     ms, md = statistics.median(serial), statistics.median(side)
     print(f"load after: {os.getloadavg()[0]:.2f}")
     print(f"median: serial {ms:.1f} s, side by side {md:.1f} s -> side by side {ms / md:.2f}x")

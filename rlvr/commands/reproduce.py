@@ -39,7 +39,7 @@ def add_arguments(p) -> None:
                    help="copy the page to docs/reproductions/NAME/ and rebuild docs/reproductions/README.md")
     p.add_argument("--page-only", action="store_true",
                    help="train and evaluate nothing: write the page from the cells already on disk "
-                        "(a partial run's claims say 'not run yet')")
+                        "(a claim whose cells are not all on disk says 'not run yet')")
     p.add_argument("--resume-published", action="store_true",
                    help="first put the published records (docs/reproductions/NAME/cells/: finished models "
                         "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")

@@ -217,6 +217,19 @@ def provenance(command: str, machine: str) -> list[str]:
             f"{precision.group(1) if precision else 'not recorded'} | {time.strftime('%Y-%m-%d')} |"]
 
 
+def page_status(rows: list[dict], complete: bool, missing: int = 0) -> str:
+    """A page's status line: "complete", or "partial: D of N claims measured", saying how many
+    declared cells are not on disk when every claim is measured but some cell is missing (a tuning
+    cell no claim reads, say); ``complete``: the run had every cell it looked for."""
+    done = sum(status_of(r) != NOT_MEASURED for r in rows)
+    if complete and not missing and done == len(rows):
+        return "complete"
+    status = f"partial: {done} of {len(rows)} claims measured"
+    if done == len(rows) and missing:  # why "partial" when every claim is measured
+        status += f"; {missing} declared cell(s) not on disk"
+    return status
+
+
 def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves: dict, run: dict, machine: str,
                command: str, quick: bool, sections: dict[str, list[str]] | None = None) -> Path:
     """Write README.md, table.json and the plots; -> README.md. ``sections``: {title: markdown
@@ -226,11 +239,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     there)."""
     rows = rounded(rows)
     plots = plot_passk(exp, curves, out)
-    done = sum(status_of(r) != NOT_MEASURED for r in rows)
-    status = ("complete" if run["complete"] and done == len(rows)
-              else f"partial: {done} of {len(rows)} claims measured")
-    if done == len(rows) and run.get("missing"):  # why "partial" when every claim is measured
-        status += f"; {run['missing']} declared cell(s) not on disk"
+    status = page_status(rows, run["complete"], run.get("missing", 0))
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
     lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "
@@ -261,7 +270,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     atomic_write(out / "README.md", "\n".join(lines))
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
              "trajectories": traj, "passk": curves, "machine": machine, "command": command, "timings": run["timings"],
-             "models": run["built"]}
+             "models": run["built"], "missing": run.get("missing", 0)}
     atomic_write(out / "table.json", json.dumps(rounded(table), indent=1, default=str))
     return out / "README.md"
 

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.experiments.claims import claim_head, judge_all, status_of, verdict_changes
+from rlvr.experiments.claims import claim_head, judge_all, verdict_changes
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import model_id
-from rlvr.experiments.page import STATUS_TEXT, claim_tables, declaration_lines, detail_lines, interval_text, write_index
+from rlvr.experiments.page import (
+    STATUS_TEXT,
+    claim_tables,
+    declaration_lines,
+    detail_lines,
+    interval_text,
+    page_status,
+    write_index,
+)
 from rlvr.experiments.provenance import fingerprint, ledger
 from rlvr.experiments.registry import rounded
 from rlvr.experiments.runner import protocol_name, seeds_of
@@ -65,15 +74,22 @@ def rejudge_published(exp: Experiment, docs: Path) -> Path:
         rows = [book.mark(rejudge_row(cl, old.get(cl.id)), cl) for cl in exp.claims]
         source = ("from its published table (its cells were not published): the estimates and their intervals are "
                   "the published ones, made by the code of that publication")
-    done = sum(status_of(r) != NOT_MEASURED for r in rows)
-    status = "complete" if done == len(rows) else f"partial: {done} of {len(rows)} claims measured"
+    # the cells its run lacked (table.json's "missing"; older tables: read from their status line)
+    missing = table.get("missing", _missing_of(table.get("status", "")))
+    status = page_status(rows, True, missing)
     readme = page_dir / "README.md"
     readme.write_text(_rewrite(readme.read_text(), exp, rows, status, source))
     changed = verdict_changes(table["claims"], rows)
-    table.update(claims=rows, status=status, changes=changed,
+    table.update(claims=rows, status=status, changes=changed, missing=missing,
                  rejudged=f"judged again under the current rules, {source}")
     table_path.write_text(json.dumps(rounded(table), indent=1, default=str))
     return write_index(docs)
+
+
+def _missing_of(status: str) -> int:
+    """The count of "N declared cell(s) not on disk" in a page's status line (0 when it has none)."""
+    m = re.search(r"(\d+) declared cell\(s\) not on disk", status)
+    return int(m.group(1)) if m else 0
 
 
 class PublishedCells:

@@ -274,7 +274,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     if stopped:
         warn(f"stopped after {max_minutes} minutes (--max-minutes); run the same command again to continue")
     if missing:
-        warn(f"{missing} cell(s) not on disk yet (--page-only reads only cached cells): their claims say 'not run yet'")
+        warn(f"{missing} declared cell(s) not on disk (--page-only reads only cached cells): a claim reading "
+             "one says 'not run yet'; claims whose cells are all on disk are judged")
     return {"built": built, "timings": timings, "failed": failed, "complete": not stopped and not missing,
             "missing": missing,
             "wall_s": time.time() - t0}

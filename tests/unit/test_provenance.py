@@ -136,12 +136,16 @@ def test_a_page_published_without_cells_is_judged_again_from_its_table(tmp_path)
              "spread": {"seeds": 3}}]
     page = tmp_path / "wapo"
     page.mkdir()
-    (page / "table.json").write_text(json.dumps({"experiment": "wapo", "status": "complete", "claims": rows}))
+    (page / "table.json").write_text(json.dumps({"experiment": "wapo", "claims": rows,
+                                                 "status": "partial: 3 of 3 claims measured; 13 declared cell(s) "
+                                                           "not on disk"}))
     (page / "README.md").write_text("# t\n\nExperiment `wapo`; complete. Old.\n\n| claim |\n|---|\n| row |\n\n"
                                     "## Details\n\n- old\n\n## Protocol\n\n- kept\n")
     rejudge_published(exp, tmp_path)
     table = json.loads((page / "table.json").read_text())
     by = {r["id"]: r for r in table["claims"]}
+    assert table["missing"] == 13  # the run's missing cells (read from an older table's status) are kept
+    assert table["status"].startswith("partial")
     assert by["grpo_unstable_hi"]["kind"] == "premise" and by["grpo_unstable_hi"]["verdict"] == "reproduced"
     # every seed above 0 but spread: the seed-level interval covers 0
     assert by["wapo_accuracy_mid"]["verdict"] == "inconclusive"
@@ -190,3 +194,15 @@ def test_a_commits_declaration_is_read_once_per_process(repo, monkeypatch):
     commit(repo, declaration(("a", 2), ("b", 1), ev="f"), "2026-12-05T09:00:00+00:00")  # a new commit is read
     assert pv.declarations(repo / "x.yaml")["a"].how == "changed"
     assert len([args for args in shown if args[0] == "show"]) == 1
+
+
+def test_the_page_status_says_why_a_fully_measured_page_is_partial():
+    from rlvr.experiments.page import page_status
+    from rlvr.experiments.rejudge import _missing_of
+
+    done = [{"verdict": "reproduced"}, {"verdict": "inconclusive"}]
+    assert page_status(done, True) == "complete"
+    assert page_status(done, False) == "partial: 2 of 2 claims measured"  # stopped on its time budget
+    assert page_status(done, True, 13) == "partial: 2 of 2 claims measured; 13 declared cell(s) not on disk"
+    assert page_status([*done, {"verdict": "not measured"}], True, 4) == "partial: 2 of 3 claims measured"
+    assert _missing_of(page_status(done, True, 13)) == 13 and _missing_of("complete") == 0

@@ -32,7 +32,9 @@ def add_arguments(p) -> None:
     p.add_argument("--part", type=parse_parts, metavar="N[,M|N-M]",
                    help="run only this part (1-based) of an experiment declared in parts; several "
                         "(9,18 or 4-6) share the --jobs workers")
-    p.add_argument("--max-minutes", type=float, help="start no new cell after this many minutes")
+    p.add_argument("--max-minutes", type=float,
+                   help="start no new cell after this many minutes; an RL run still training then "
+                        "checkpoints and pauses (the same command resumes it)")
     p.add_argument("--jobs", type=int, default=1,
                    help="models trained at once, each in its own process with cores/jobs torch threads (default 1)")
     p.add_argument("--publish", action="store_true",

@@ -47,6 +47,11 @@ from rlvr.train.pretrain import base_model, base_path, cached_base, milestone_na
 from rlvr.train.state import get_task
 
 
+class RunPaused(Exception):
+    """A model's RL run stopped on its time budget (``stop_at``) before its last step: it is
+    checkpointed, not finished (no ``done.json``); building it again resumes it."""
+
+
 def model_id(name: str, seed: int | None) -> str:
     return name if seed is None else f"{name}-s{seed}"
 
@@ -179,9 +184,11 @@ def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, 
 
 
 def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict],
-                progress: str = "none") -> dict:
+                progress: str = "none", stop_at: float | None = None) -> dict:
     """Train (or reuse) one model -> {"path", "milestones", "wall_s", "key"}. ``built`` maps model
-    ids already built to their info (the base, a teacher)."""
+    ids already built to their info (the base, a teacher). ``stop_at``: a ``time.time()`` deadline
+    for an RL run, which then checkpoints and raises :class:`RunPaused` (the next call resumes it;
+    the other kinds are short and finish)."""
     cfg = model_config(exp, spec, seed)
     d = out / "models" / model_id(spec.name, seed)
     if spec.kind == "base":
@@ -201,7 +208,7 @@ def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, b
     if spec.kind == "rl":
         if teacher:  # on-policy distillation: the declared teacher's checkpoint scores every token
             cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, teacher=teacher))
-        info = _rl(cfg, spec, start, d, progress)
+        info = _rl(cfg, spec, start, d, progress, stop_at)
     else:
         info = _pipeline(cfg, spec, start, teacher, d)
     info.update(wall_s=time.time() - t0, key=key, base_weights=built[spec.base].get("weights", ""))
@@ -220,7 +227,7 @@ def base_identity(exp: Experiment, spec: ModelSpec, seed: int | None, weights: s
             "wall_s": 0.0, "key": _base_key(cfg, spec), "weights": weights, "identity_only": True}
 
 
-def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> dict:
+def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str, stop_at: float | None = None) -> dict:
     every = max(1, cfg.train.steps // spec.milestones) if spec.milestones else 0
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init_from=start),
                               train=dataclasses.replace(cfg.train, milestone_every=every))
@@ -228,10 +235,12 @@ def _rl(cfg: RunConfig, spec: ModelSpec, start: str, d: Path, progress: str) -> 
     last = latest_good_checkpoint(run) if is_run_dir(run) else None
     if last is None:
         shutil.rmtree(d, ignore_errors=True)
-        train(cfg, run_dir=run, progress=progress)
+        train(cfg, run_dir=run, progress=progress, stop_at=stop_at)
     elif checkpoint_step(last) < cfg.train.steps:
-        train(resume=run, progress=progress)  # a killed run continues from its last good checkpoint
+        train(resume=run, progress=progress, stop_at=stop_at)  # a killed run continues from its last good checkpoint
     final = latest_good_checkpoint(run)
+    if stop_at is not None and final is not None and checkpoint_step(final) < cfg.train.steps:
+        raise RunPaused(f"{d.name}: paused at step {checkpoint_step(final)} of {cfg.train.steps}")
     kept = [str(c) for c in milestone_checkpoints(run) if c != final]
     return {"path": str(final), "milestones": kept, "run": str(run)}
 

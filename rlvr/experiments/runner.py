@@ -2,8 +2,10 @@
 
 Every cell (a model x seed, or an evaluation x model x seed [x milestone]) is cached on disk, so a
 killed run continues where it stopped and a run split across sessions (``max_minutes``) picks up
-the cells still missing. The claims are computed from whatever cells exist: a claim whose cells are
-missing is reported as "not run yet", never guessed.
+the cells still missing; an RL run still training at the deadline checkpoints and pauses, and the
+next invocation resumes it (:class:`~rlvr.experiments.models.RunPaused`). The claims are computed
+from whatever cells exist: a claim whose cells are missing is reported as "not run yet", never
+guessed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from rlvr.experiments.base_weights import agreed_weights, check_same_base, recor
 from rlvr.experiments.cells import cell_passk, cell_time
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
-from rlvr.experiments.models import base_identity, build_model, keyed_section, model_cached, model_config, model_id
+from rlvr.experiments.models import (
+    RunPaused,
+    base_identity,
+    build_model,
+    keyed_section,
+    model_cached,
+    model_config,
+    model_id,
+)
 from rlvr.experiments.replicates import pretrain_index, pretrain_seeded, reference_base
 from rlvr.experiments.spec import EvalSpec, Experiment
 from rlvr.experiments.weights_eval import evaluate_weights
@@ -195,8 +205,10 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     stopped = False
     failed: dict[str, str] = {}
 
+    stop_at = None if max_minutes is None else t0 + 60 * max_minutes  # a run in training pauses there
+
     def over_budget() -> bool:
-        return max_minutes is not None and time.time() - t0 > 60 * max_minutes
+        return stop_at is not None and time.time() > stop_at
 
     missing = 0
     samplers = {protocol_name(ev): ev for ev in exp.evaluations.values() if ev.kind == "samples"}.values()
@@ -216,7 +228,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     try:
         if jobs > 1 and not cached_only:
             stopped = _build_parallel(exp, cells, out, built, timings, failed, jobs, over_budget, bar,
-                                      progress != "none", slow, same_base)
+                                      progress != "none", slow, same_base, stop_at)
         else:
             for c in cells:
                 spec = exp.models[c.model]
@@ -243,7 +255,13 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                 t = time.time()
                 try:
                     built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
-                                                                   "none" if progress == "none" else "plain")
+                                                                   "none" if progress == "none" else "plain",
+                                                                   stop_at)
+                except RunPaused as e:  # checkpointed on the time budget: the next invocation resumes it
+                    warn(f"{e} (--max-minutes)")
+                    timings[c.id] = time.time() - t
+                    stopped = True
+                    break
                 except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why
                     failed[c.model] = str(e)
                     warn(f"{c.id} failed: {e}")
@@ -281,21 +299,23 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
             "wall_s": time.time() - t0}
 
 
-def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threads: int) -> dict:
+def _build_one(exp: Experiment, c: Cell, out: str, built: dict[str, dict], threads: int,
+               stop_at: float | None = None) -> dict:
     """Worker of :func:`_build_parallel` (a spawned process): one model, ``threads`` torch threads."""
     import torch
 
     torch.set_num_threads(threads)
-    return build_model(exp, exp.models[c.model], c.seed, Path(out), built, "none")
+    return build_model(exp, exp.models[c.model], c.seed, Path(out), built, "none", stop_at)
 
 
 def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[str, dict], timings: dict,
                     failed: dict, jobs: int, over_budget, bar, say: bool = True,
-                    skip: dict[str, str] | None = None, before_training=None) -> bool:
+                    skip: dict[str, str] | None = None, before_training=None, stop_at: float | None = None) -> bool:
     """Build ``cells`` with ``jobs`` worker processes: a model starts once what it is built from
     (the base, its teacher) is built; cached models are read in this process; a model in ``skip``
     that is not cached is not trained (failed, with its reason); ``before_training(cell)`` runs
-    before one starts (it may stop the run). Fills ``built``,
+    before one starts (it may stop the run); ``stop_at``: the deadline at which a run in training
+    checkpoints and pauses (:class:`~rlvr.experiments.models.RunPaused`). Fills ``built``,
     ``timings``, ``failed``; -> whether it stopped on the time budget. ``say``: a line on stderr
     when a model starts and ends (the workers train without progress bars)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -339,7 +359,7 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                         if before_training is not None:
                             before_training(c)
                         todo.remove(c)
-                        job = pool.submit(_build_one, exp, c, str(out), dict(built), threads)
+                        job = pool.submit(_build_one, exp, c, str(out), dict(built), threads, stop_at)
                         running[job] = (c, time.time())
                         note(f"training {c.id} (process {len(running)} of {jobs}, {threads} thread(s))")
             if not running:
@@ -350,6 +370,9 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                 try:
                     built[model_id(c.model, c.seed)] = f.result()
                     note(f"{c.id} done in {(time.time() - t) / 60:.1f} min")
+                except RunPaused as e:  # checkpointed on the time budget: the next invocation resumes it
+                    note(f"{e} after {(time.time() - t) / 60:.1f} min (--max-minutes)")
+                    stopped = True
                 except UserError as e:
                     failed[c.model] = str(e)
                     warn(f"{c.id} failed: {e}")

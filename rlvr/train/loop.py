@@ -87,14 +87,16 @@ def _log_line(log: MetricsLog, m: dict) -> None:
 def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resume: str | Path | None = None,
           progress: str | None = None, extra_steps: int | None = None,
           source: BatchSource | None = None, sharding: Sharding | None = None,
-          overwrite: bool | None = False) -> Path:
+          overwrite: bool | None = False, stop_at: float | None = None) -> Path:
     """Run (or resume) an RL run in this process; returns its directory. ``resume`` continues the
     run in that directory from its last good checkpoint, with the config saved there (``extra_steps``:
     a new step target, recorded beside it: :func:`rlvr.train.resume.steps_target`). ``overwrite``
     (False: refused; True: emptied first, saying what it removes; None: no check, for callers that
     manage the folder themselves): what
     happens to a non-empty ``run_dir`` (:func:`rlvr.paths.claim_new_dir`).
-    ``source`` / ``sharding`` override :func:`make_source` (tests)."""
+    ``source`` / ``sharding`` override :func:`make_source` (tests). ``stop_at``: a ``time.time()``
+    deadline; the first step ending past it is checkpointed and the run returns unfinished (its last
+    checkpoint below ``train.steps``), to be continued by ``resume`` exactly where it stopped."""
     if resume is not None:
         run = Path(resume)
         cfg = saved_config(run)  # exactly the config the run started with; config.yaml is not rewritten
@@ -158,9 +160,14 @@ def train(cfg: RunConfig | None = None, run_dir: str | Path | None = None, resum
             _log_line(log, m)  # before the checkpoint: a resume truncates to the checkpoint's step
             ms = cfg.train.milestone_every
             milestone = bool(ms) and st.step % ms == 0
-            if st.step % cfg.train.checkpoint_every == 0 or st.step == cfg.train.steps or milestone:
+            pause = stop_at is not None and time.time() > stop_at and st.step < cfg.train.steps
+            if st.step % cfg.train.checkpoint_every == 0 or st.step == cfg.train.steps or milestone or pause:
                 save_checkpoint(run, st, cfg.train.keep_last, milestone=milestone)
             bar.update(1, **m)
+            if pause:
+                warn(f"{run}: paused at step {st.step} of {cfg.train.steps} (its time budget); "
+                     "resuming continues from this checkpoint")
+                break
     finally:
         source.close()
         bar.close()

@@ -109,3 +109,29 @@ def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):
     (out / "table.json").write_text(json.dumps({**table, "quick": True}))
     with pytest.raises(UserError, match="quick form"):
         publish(out, tmp_path / "docs")
+
+
+def test_a_run_training_at_the_deadline_pauses_and_the_next_invocation_resumes_it(tmp_path, monkeypatch):
+    """--max-minutes reaching an RL run mid-training: it checkpoints and pauses (no done.json, no
+    evaluation runs, the run is not complete); the next invocation resumes it and completes."""
+    import time
+
+    from rlvr.experiments import models, runner
+
+    exp = load("boundary").quick_form()
+    real = models.build_model
+
+    def deadline_now(exp_, spec, seed, out_, built, progress="none", stop_at=None):
+        return real(exp_, spec, seed, out_, built, progress, time.time() if spec.kind == "rl" else None)
+
+    monkeypatch.setattr(runner, "build_model", deadline_now)
+    with pytest.warns(RuntimeWarning, match=r"paused at step 1 of \d+ \(--max-minutes\)"):
+        first = runner.run_experiment(exp, tmp_path, 1, "none", max_minutes=60.0)
+    assert not first["complete"] and not list(tmp_path.glob("evals/*/*/stats.json"))
+    paused = [d for d in tmp_path.glob("models/*") if (d / "run").is_dir()]
+    assert len(paused) == 1 and not (paused[0] / "done.json").exists()
+    monkeypatch.setattr(runner, "build_model", real)
+    second = runner.run_experiment(exp, tmp_path, 1, "none", max_minutes=60.0)
+    assert second["complete"] and (paused[0] / "done.json").exists()
+    steps = [json.loads(line)["step"] for line in (paused[0] / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, steps[-1] + 1))  # resumed after step 1: every step once

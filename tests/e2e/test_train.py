@@ -59,6 +59,19 @@ def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(tiny_overrides, t
     assert state_a["tracker"] == state_b["tracker"] and state_a["data"] == state_b["data"]
 
 
+def test_a_run_past_its_deadline_checkpoints_pauses_and_resumes_as_if_never_stopped(tiny_overrides, tmp_path):
+    """``stop_at``: the step ending past the deadline is checkpointed (here step 1, between the
+    every-2 checkpoints) and the run returns; resuming it gives the uninterrupted run's metrics."""
+    over = (*tiny_overrides, "train.deterministic=true", "train.checkpoint_every=2", "train.steps=4")
+    full = train(_cfg(over), run_dir=tmp_path / "full", progress="none")
+    with pytest.warns(RuntimeWarning, match="paused at step 1 of 4"):
+        part = train(_cfg(over), run_dir=tmp_path / "part", progress="none", stop_at=time.time())
+    assert latest_good_checkpoint(part).name == "step_000001" and len(read_metrics(part)) == 1
+    train(resume=part, progress="none")
+    a, b = _stable(read_metrics(full)), _stable(read_metrics(part))
+    assert [r["step"] for r in b] == [1, 2, 3, 4] and a == b
+
+
 def test_resume_with_nothing_to_do_warns(finished_run):
     with pytest.warns(RuntimeWarning, match="zero steps would run"):
         train(resume=finished_run, progress="none")

@@ -42,6 +42,9 @@ def add_arguments(p) -> None:
     p.add_argument("--page-only", action="store_true",
                    help="train and evaluate nothing: write the page from the cells already on disk "
                         "(a claim whose cells are not all on disk says 'not run yet')")
+    p.add_argument("--status", action="store_true",
+                   help="per part, how many of its cells OUT lacks (nothing trained or sampled): which part "
+                        "to run next")
     p.add_argument("--resume-published", action="store_true",
                    help="first put the published records (docs/reproductions/NAME/cells/: finished models "
                         "without weights, evaluation cells) that OUT lacks into OUT, so they count as done")
@@ -95,6 +98,26 @@ def list_experiments(plain: bool = False) -> None:
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 
+def print_status(exp, out, seeds: int, plain: bool = False) -> int:
+    """The table of ``--status``: per part, the cells ``out`` lacks and the declared minutes."""
+    from rlvr.console import print_table
+    from rlvr.experiments.runner import part_status
+
+    rows = part_status(exp, out, seeds)
+    if not rows:
+        print(f"{exp.name} declares no parts: `rlvr reproduce {exp.name} --page-only --out {out}` "
+              "counts what is missing")
+        return 0
+    est = "~" if exp.minutes_estimated else ""
+    print_table(["part", "cells missing", "state", "declared min"],
+                [[str(r["part"]), str(r["missing"]), "done" if not r["missing"] else "to run",
+                  f"{est}{r['minutes']:.0f}" if r["minutes"] else "?"] for r in rows], align="rrll", plain=plain)
+    left = [r for r in rows if r["missing"]]
+    print(f"{len(rows) - len(left)} of {len(rows)} parts done in {out}"
+          + (f"; next: --part {left[0]['part']}" if left else ""))
+    return 0
+
+
 def run(args) -> int:
     import sys
     from pathlib import Path
@@ -124,6 +147,11 @@ def run(args) -> int:
     if args.quick:
         exp = exp.quick_form()
     out = Path(args.out or f"runs/reproduce/{exp.name}{'-quick' if args.quick else ''}")
+    if (args.page_only or args.status) and (args.part or args.max_minutes is not None):
+        flag = "--page-only" if args.page_only else "--status"
+        raise UserError(f"{flag} reads the cached cells of every part: drop --part and --max-minutes")
+    if args.status:
+        return print_status(exp, out, args.seeds or exp.seeds, args.plain)
     command = "rlvr reproduce " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["reproduce"] else [args.name])
     done = reproduce(exp, out, args.seeds or exp.seeds, command,
                      progress="none" if args.quiet else ("plain" if args.plain else "auto"),

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,8 +195,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     never read or pretrained (:func:`~rlvr.experiments.models.base_identity`). Anything trained or evaluated
     first checks that the folder's finished models started from the local base's weights
     (:func:`~rlvr.experiments.base_weights.check_same_base`)."""
-    if cached_only and (part is not None or max_minutes is not None):
-        raise UserError("reading only the cached cells (--page-only) covers every part: drop --part and --max-minutes")
+    if cached_only and max_minutes is not None:
+        raise UserError("reading only the cached cells (--page-only) takes no time budget: drop --max-minutes")
     parts = (part,) if isinstance(part, int) else part
     cells, evals = part_cells(exp, seeds, parts)
     out.mkdir(parents=True, exist_ok=True)
@@ -270,6 +271,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     finally:
         bar.close()
     ecells = [] if stopped else _eval_cells(exp, seeds, built, evals, parts)  # milestones are known now
+    if cached_only:  # a model not on disk: its evaluations are not on disk either (milestones unknown: 1 each)
+        missing += len(_eval_cells(exp, seeds, _absent(exp, seeds, cells, built), evals, parts))
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
@@ -379,6 +382,28 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
                 timings[c.id] = time.time() - t
                 bar.update(1)
     return stopped
+
+
+def _absent(exp: Experiment, seeds: int, cells: list[Cell], built: dict[str, dict]) -> dict[str, dict]:
+    """{model id: {}} of the non-base model cells not in ``built`` (so :func:`_eval_cells` lists
+    their evaluations, without milestones)."""
+    return {i: {} for c in cells if exp.models[c.model].kind != "base"
+            and (i := model_id(c.model, c.seed)) not in built}
+
+
+def part_status(exp: Experiment, out: Path, seeds: int) -> list[dict]:
+    """Per declared part, in order: {"part" (1-based), "missing" (its cells not on disk: models and
+    evaluations, a missing model's evaluations counted once each), "minutes" (declared)}, read as
+    ``--page-only`` reads (nothing trained, sampled or pretrained; warnings silenced)."""
+    if not out.is_dir():
+        raise UserError(f"no such folder: {out} (name the experiment's output folder with --out)")
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, part in enumerate(exp.parts, 1):
+            run = run_experiment(exp, out, seeds, "none", part=i, cached_only=True)
+            rows.append({"part": i, "missing": run["missing"], "minutes": part.minutes})
+    return rows
 
 
 def _eval_cells(exp: Experiment, seeds: int, built: dict[str, dict], evals: tuple[str, ...],

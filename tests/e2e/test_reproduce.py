@@ -29,6 +29,10 @@ def test_unknown_experiment_and_bad_flags_exit_2(capsys, tmp_path):
     assert "drop --part" in capsys.readouterr().err
     assert main(["reproduce", "boundary", "--quick", "--resume-published", "--out", str(tmp_path)]) == 2
     assert "drop --quick" in capsys.readouterr().err
+    assert main(["reproduce", "boundary", "--status", "--part", "2", "--out", str(tmp_path)]) == 2
+    assert "--status reads the cached cells of every part: drop --part" in capsys.readouterr().err
+    assert main(["reproduce", "boundary", "--status", "--out", str(tmp_path / "none")]) == 2
+    assert "no such folder" in capsys.readouterr().err
 
 
 def test_resume_published_needs_published_records(capsys, tmp_path, monkeypatch):
@@ -111,7 +115,7 @@ def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):
         publish(out, tmp_path / "docs")
 
 
-def test_a_run_training_at_the_deadline_pauses_and_the_next_invocation_resumes_it(tmp_path, monkeypatch):
+def test_a_run_training_at_the_deadline_pauses_and_the_next_invocation_resumes_it(tmp_path, monkeypatch, capsys):
     """--max-minutes reaching an RL run mid-training: it checkpoints and pauses (no done.json, no
     evaluation runs, the run is not complete); the next invocation resumes it and completes."""
     import time
@@ -128,10 +132,23 @@ def test_a_run_training_at_the_deadline_pauses_and_the_next_invocation_resumes_i
     with pytest.warns(RuntimeWarning, match=r"paused at step 1 of \d+ \(--max-minutes\)"):
         first = runner.run_experiment(exp, tmp_path, 1, "none", max_minutes=60.0)
     assert not first["complete"] and not list(tmp_path.glob("evals/*/*/stats.json"))
+    before = runner.part_status(exp, tmp_path, 1)  # the paused model and every evaluation still to run
+    assert [r["part"] for r in before] == list(range(1, len(exp.parts) + 1))
+    assert sum(r["missing"] for r in before) >= len(runner.part_cells(exp, 1, None)[1])
     paused = [d for d in tmp_path.glob("models/*") if (d / "run").is_dir()]
     assert len(paused) == 1 and not (paused[0] / "done.json").exists()
     monkeypatch.setattr(runner, "build_model", real)
     second = runner.run_experiment(exp, tmp_path, 1, "none", max_minutes=60.0)
     assert second["complete"] and (paused[0] / "done.json").exists()
+    after = runner.part_status(exp, tmp_path, 1)
+    assert sum(r["missing"] for r in after) < sum(r["missing"] for r in before)
+    failed = set(second["failed"])  # (the quick form's distillation teacher may get nothing right)
+    for r in after:  # a part still missing cells evaluates a model that failed to build
+        assert not r["missing"] or failed & {m for ev in exp.part_evaluations(r["part"])
+                                             for m in exp.evaluations[ev].models}
+    assert main(["reproduce", "boundary", "--quick", "--seeds", "1", "--status", "--out", str(tmp_path),
+                 "--plain"]) == 0
+    done = sum(not r["missing"] for r in after)
+    assert f"{done} of {len(exp.parts)} parts done" in capsys.readouterr().out
     steps = [json.loads(line)["step"] for line in (paused[0] / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, steps[-1] + 1))  # resumed after step 1: every step once

@@ -272,7 +272,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         bar.close()
     ecells = [] if stopped else _eval_cells(exp, seeds, built, evals, parts)  # milestones are known now
     if cached_only:  # a model not on disk: its evaluations are not on disk either (milestones unknown: 1 each)
-        missing += len(_eval_cells(exp, seeds, _absent(exp, seeds, cells, built), evals, parts))
+        missing += len(_eval_cells(exp, seeds, _absent(exp, cells, built), evals, parts))
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
@@ -384,7 +384,7 @@ def _build_parallel(exp: Experiment, cells: list[Cell], out: Path, built: dict[s
     return stopped
 
 
-def _absent(exp: Experiment, seeds: int, cells: list[Cell], built: dict[str, dict]) -> dict[str, dict]:
+def _absent(exp: Experiment, cells: list[Cell], built: dict[str, dict]) -> dict[str, dict]:
     """{model id: {}} of the non-base model cells not in ``built`` (so :func:`_eval_cells` lists
     their evaluations, without milestones)."""
     return {i: {} for c in cells if exp.models[c.model].kind != "base"

@@ -99,8 +99,10 @@ def list_experiments(plain: bool = False) -> None:
 
 
 def print_status(exp, out, seeds: int, plain: bool = False) -> int:
-    """The table of ``--status``: per part, the cells ``out`` lacks and the declared minutes."""
+    """The table of ``--status``: per part, the cells ``out`` lacks, the declared minutes and the
+    minutes its recorded legs took (``out/legs.jsonl``; "-" where none finished)."""
     from rlvr.console import print_table
+    from rlvr.experiments.legs import LEGS, part_rows, read_legs
     from rlvr.experiments.runner import part_status
 
     rows = part_status(exp, out, seeds)
@@ -109,9 +111,18 @@ def print_status(exp, out, seeds: int, plain: bool = False) -> int:
               "counts what is missing")
         return 0
     est = "~" if exp.minutes_estimated else ""
-    print_table(["part", "cells missing", "state", "declared min"],
+    took = {g["parts"]: g for g in part_rows(read_legs(out / LEGS), [r["minutes"] for r in rows])}
+
+    def measured(p: int) -> str:
+        g = took.get(str(p))
+        if not g or g["minutes"] is None:
+            return "-"
+        return f"{g['minutes']:.1f} ({g['legs']} leg{'s' if g['legs'] > 1 else ''})"
+
+    print_table(["part", "cells missing", "state", "declared min", "measured min"],
                 [[str(r["part"]), str(r["missing"]), "done" if not r["missing"] else "to run",
-                  f"{est}{r['minutes']:.0f}" if r["minutes"] else "?"] for r in rows], align="rrll", plain=plain)
+                  f"{est}{r['minutes']:.0f}" if r["minutes"] else "?", measured(r["part"])] for r in rows],
+                align="rrllr", plain=plain)
     left = [r for r in rows if r["missing"]]
     print(f"{len(rows) - len(left)} of {len(rows)} parts done in {out}"
           + (f"; next: --part {left[0]['part']}" if left else ""))

@@ -13,6 +13,7 @@ from pathlib import Path
 from rlvr.errors import UserError
 from rlvr.experiments.archive import read_json, save_archive
 from rlvr.experiments.claims import counts, status_of, verdict_changes
+from rlvr.experiments.legs import LEGS, part_lines, read_legs
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.page_plots import new_axes, page_colours, save_axes
 from rlvr.experiments.registry import rounded
@@ -264,7 +265,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
               "## Papers", "", *[f"- {k}: {v}" for k, v in exp.papers.items()], "",
               "## Machine and command", "", f"- machine: {machine}", f"- command: `{command}`",
               f"- wall time of this invocation: {run['wall_s'] / 60:.1f} min (reused cells cost 0)", "",
-              *model_lines(out),
+              *_wall_lines(exp, out), *model_lines(out),
               "## Cells of this invocation", "", "| cell | seconds |", "|---|---|",
               *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
     atomic_write(out / "README.md", "\n".join(lines))
@@ -273,6 +274,15 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
              "models": run["built"], "missing": run.get("missing", 0)}
     atomic_write(out / "table.json", json.dumps(rounded(table), indent=1, default=str))
     return out / "README.md"
+
+
+def _wall_lines(exp: Experiment, out: Path) -> list[str]:
+    """"## Wall time per part" from the legs recorded in ``out`` ([] when none was)."""
+    declared = [p.minutes for p in exp.parts] or [exp.minutes]
+    if exp.is_quick:  # the parts' minutes are the full form's
+        declared = [None] * len(declared)
+    body = part_lines(read_legs(out / LEGS), declared, exp.minutes_estimated)
+    return ["## Wall time per part", "", *body] if body else []
 
 
 def model_lines(out: Path) -> list[str]:
@@ -337,6 +347,9 @@ def publish(out: Path, docs: Path, series: tuple[str, ...] = ()) -> Path:
     if (out / "plots").is_dir():
         shutil.copytree(out / "plots", dest / "plots")
     save_archive(out, dest / "cells", series)
+    if (out / LEGS).is_file():  # the parts' wall times, merged back by --resume-published
+        (dest / "cells").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(out / LEGS, dest / "cells" / LEGS)
     return write_index(docs)
 
 

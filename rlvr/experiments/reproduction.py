@@ -15,6 +15,7 @@ from rlvr.experiments.curve_page import SECTION as CURVES
 from rlvr.experiments.curve_page import curve_lines
 from rlvr.experiments.dynamics_page import dynamics_lines
 from rlvr.experiments.grid_page import grid_lines
+from rlvr.experiments.legs import LEGS, end_leg, merge_legs, start_leg
 from rlvr.experiments.measures import MEASURES
 from rlvr.experiments.models import model_config
 from rlvr.experiments.page import publish, write_page
@@ -51,16 +52,38 @@ def reproduce(exp: Experiment, out: Path, seeds: int, command: str, *, progress:
     if page_only and not out.is_dir():
         raise UserError(f"--page-only writes the page from the cells in {out}, and there is no such folder; "
                         "run the experiment (or a part of it) first, or name its folder with --out")
-    run = run_experiment(exp, out, seeds, progress, max_minutes, part, jobs, page_only)
+    cfg = model_config(exp, exp.models["base"], None)
+    precision = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
+    machine = machine_line(machine_info(precision))
+    run = _run_leg(exp, out, seeds, progress, max_minutes, part, jobs, machine) if not page_only \
+        else run_experiment(exp, out, seeds, progress, max_minutes, part, jobs, cached_only=True)
     book = ledger(EXPERIMENTS_DIR / f"{exp.name}.yaml", docs / exp.name / "table.json", cell_times(exp, out, seeds))
     rows = judge_all(exp, lambda ev, m, s, milestone="": load_stats(out, exp.evaluations[ev], m, s, milestone),
                      lambda m: seeds_of(exp, m, seeds), run["failed"], book)
-    cfg = model_config(exp, exp.models["base"], None)
-    precision = resolve_dtype(cfg.model.dtype, "cpu", lambda: config_spec(cfg.model)).dtype
     page = write_page(exp, out, rows, trajectories(exp, out, seeds, run["built"]), passk_curves(exp, out, seeds), run,
-                      machine_line(machine_info(precision)), command, exp.is_quick, sections(exp, out, seeds))
+                      machine, command, exp.is_quick, sections(exp, out, seeds))
     index = publish(out, docs, exp.archive.series) if publish_page else None
     return Reproduction(rows, page, index)
+
+
+def _run_leg(exp: Experiment, out: Path, seeds: int, progress: str, max_minutes: float | None,
+             part: int | tuple[int, ...] | None, jobs: int, machine: str) -> dict:
+    """:func:`run_experiment` as one leg recorded in ``out/legs.jsonl`` (:mod:`rlvr.experiments.legs`):
+    its start, then its end with the outcome ("complete", "paused", "incomplete", or the exception's
+    name when one ends it)."""
+    parts = (part,) if isinstance(part, int) else part
+    if parts is not None:
+        for p in parts:
+            exp.part_evaluations(p)  # an unknown part is an error before any leg is recorded
+    out.mkdir(parents=True, exist_ok=True)
+    leg = start_leg(out, parts, machine, max_minutes)
+    try:
+        run = run_experiment(exp, out, seeds, progress, max_minutes, part, jobs)
+    except BaseException as e:  # Ctrl-C, a failure: the leg still says how it ended
+        end_leg(out, leg, type(e).__name__)
+        raise
+    end_leg(out, leg, "complete" if run["complete"] else "paused" if run["stopped"] else "incomplete")
+    return run
 
 
 def restore(exp: Experiment, out: Path, docs: Path, say: Callable[[str], None]) -> None:
@@ -72,6 +95,7 @@ def restore(exp: Experiment, out: Path, docs: Path, say: Callable[[str], None]) 
         raise UserError(f"--resume-published: no published records at {src} (run from the repository "
                         f"root, after a `rlvr reproduce {exp.name} --publish`)")
     n = restore_archive(src, out)
+    merge_legs(src / LEGS, out / LEGS)  # the wall time of the parts run elsewhere
     say(f"restored from {src}: {n['models']} model record(s), {n['evals']} evaluation cell(s) "
         "(what the output folder already had is kept)")
 

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from rlvr.cli import main
+from rlvr.experiments.legs import LEGS, read_legs
 from rlvr.experiments.spec import load, names
 from rlvr.experiments.verdict import VERDICTS
 
@@ -57,6 +58,8 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
         assert row["verdict"] in VERDICTS and (row["verdict"] != "not measured" or row["why"])
     page = (out / "README.md").read_text()
     assert page.index("| claim | the paper |") < page.index("## Protocol") < page.index("## Deviations")
+    [leg] = read_legs(out / LEGS)  # the invocation's wall time, on the page
+    assert leg["outcome"] == "complete" and leg["minutes"] > 0 and "## Wall time per part" in page
     assert "machine: " in page and "command: `rlvr reproduce" in page
     lines = page.splitlines()  # the provenance block every results page carries (tests/unit/test_standalone.py)
     assert lines[2].startswith("**Provenance**")
@@ -84,6 +87,7 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert main(["reproduce", name, "--quick", "--out", str(out), "--quiet", "--page-only"]) == 0
     assert not victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
     assert all(p.stat().st_mtime_ns == t for p, t in trained.items())
+    assert len(read_legs(out / LEGS)) == 3  # the runs (first, resumed, on a budget); --page-only is no leg
     status = json.loads((out / "table.json").read_text())["status"]
     n = len(table["claims"])
     assert status.startswith("partial")
@@ -105,7 +109,9 @@ def test_publish_copies_a_full_page_and_indexes_every_claim(tmp_path):
         {"claim": "Base overtakes.", "verdict": "not run yet", "missing": "x/evals/a/rl-s0/stats.json"}]
     table = {"experiment": "demo", "quick": False, "status": "complete", "claims": claims}
     (out / "table.json").write_text(json.dumps(table))
+    (out / LEGS).write_text('{"event": "start", "id": "a", "parts": [1], "start": "t"}\n')
     index = publish(out, tmp_path / "docs").read_text()
+    assert (tmp_path / "docs" / "demo" / "cells" / LEGS).read_text() == (out / LEGS).read_text()
     assert (tmp_path / "docs" / "demo" / "plots" / "passk_t06.png").exists()
     row = "| [demo](demo/README.md) | RL wins at k=1. | finding | **reproduced** | s0 +0.100 [+0.050, +0.150] |"
     assert row in index

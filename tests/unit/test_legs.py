@@ -1,0 +1,104 @@
+"""The parts' wall times (rlvr/experiments/legs.py): legs recorded, killed legs, groups, merging,
+the page's rows against hand sums, and a leg recorded around each way a run can end."""
+
+import json
+
+import pytest
+
+from rlvr.experiments import legs, reproduction
+from rlvr.experiments.spec import load
+
+
+def _leg(i, parts, start, minutes=None, outcome=None, machine="M"):
+    lines = [json.dumps({"event": "start", "id": i, "parts": parts, "start": start, "machine": machine})]
+    if minutes is not None:
+        lines.append(json.dumps({"event": "end", "id": i, "end": "x", "minutes": minutes, "outcome": outcome}))
+    return lines
+
+
+def test_start_and_end_make_one_leg_with_its_minutes(tmp_path):
+    leg = legs.start_leg(tmp_path, (3,), "cpu line", 40.0)
+    [one] = legs.read_legs(tmp_path / legs.LEGS)
+    assert one["outcome"] == "killed" and one["minutes"] is None  # no end yet: reads as killed
+    leg["t"] -= 90  # it started 1.5 min ago
+    legs.end_leg(tmp_path, leg, "paused")
+    [one] = legs.read_legs(tmp_path / legs.LEGS)
+    assert one["parts"] == [3] and one["outcome"] == "paused" and one["machine"] == "cpu line"
+    assert one["minutes"] == pytest.approx(1.5, abs=0.02) and one["max_minutes"] == 40.0
+
+
+def test_part_rows_sum_legs_per_part_and_count_killed_ones(tmp_path):
+    f = tmp_path / legs.LEGS
+    lines = [*_leg("a", [1], "2026-01-01T00:00", 18.9, "complete"),
+             *_leg("b", [2], "2026-01-01T01:00"),  # killed: no end
+             *_leg("c", [2], "2026-01-01T02:00", 30.0, "paused", machine="N"),
+             *_leg("d", [2], "2026-01-01T03:00", 12.5, "complete"),
+             *_leg("e", [3, 4], "2026-01-01T04:00", 20.0, "incomplete"),
+             "{not json", '{"event": "end", "id": "zz", "minutes": 9}']  # a cut line; an end without a start
+    f.write_text("\n".join(lines) + "\n")
+    rows = {r["parts"]: r for r in legs.part_rows(legs.read_legs(f), [20, 30, 10, 10, 5])}
+    assert list(rows) == ["1", "2", "3+4", "5"]
+    assert rows["1"] == {"parts": "1", "declared": 20, "minutes": 18.9, "legs": 1, "killed": 0, "last": "complete",
+                         "machines": ["M"]}
+    assert rows["2"]["minutes"] == 42.5 and rows["2"]["legs"] == 3 and rows["2"]["killed"] == 1
+    assert rows["2"]["last"] == "complete" and rows["2"]["machines"] == ["M", "N"]
+    assert rows["3+4"]["declared"] == 20 and rows["3+4"]["last"] == "incomplete" and rows["5"]["last"] is None
+    assert rows["5"]["legs"] == 0 and rows["5"]["minutes"] is None
+    page = legs.part_lines(legs.read_legs(f), [20, 30, 10, 10, 5], estimated=True)
+    assert "| 2 | ~30 | 42.5 | 3 (1 killed) | complete | L1, L2 |" in page
+    assert "| 5 | ~5 | - | 0 | not run | - |" in page and "- L2: N" in page
+    assert legs.part_lines([], [20], False) == []
+
+
+def test_a_whole_run_covers_every_part():
+    run = [{"parts": None, "start": "t", "minutes": 7.0, "outcome": "complete", "machine": "M"}]
+    assert [r["parts"] for r in legs.part_rows(run, [3, 4])] == ["all"]
+    assert legs.part_rows(run, [3, 4])[0]["declared"] == 7
+
+
+def test_merge_adds_only_the_lines_dest_lacks(tmp_path):
+    src, dest = tmp_path / "src.jsonl", tmp_path / "out" / legs.LEGS
+    src.write_text("\n".join([*_leg("a", [1], "t1", 5.0, "complete"), *_leg("b", [2], "t2")]) + "\n")
+    dest.parent.mkdir()
+    dest.write_text(_leg("a", [1], "t1")[0] + "\n")  # a's start is here already, its end is not
+    assert legs.merge_legs(src, dest) == 2 and legs.merge_legs(src, dest) == 0
+    assert [(leg["id"], leg["outcome"]) for leg in legs.read_legs(dest)] == [("a", "complete"), ("b", "killed")]
+    assert legs.merge_legs(tmp_path / "absent", dest) == 0
+
+
+@pytest.mark.parametrize("ending, outcome", [({"complete": True, "stopped": False}, "complete"),
+                                              ({"complete": False, "stopped": True}, "paused"),
+                                              ({"complete": False, "stopped": False}, "incomplete"),
+                                              (KeyboardInterrupt, "KeyboardInterrupt")])
+def test_each_invocation_is_one_leg_ended_with_how_it_ended(tmp_path, monkeypatch, ending, outcome):
+    def fake(*args, **kw):
+        if isinstance(ending, type):
+            raise ending
+        return ending
+
+    monkeypatch.setattr(reproduction, "run_experiment", fake)
+    exp = load("boundary")
+    if isinstance(ending, type):
+        with pytest.raises(ending):
+            reproduction._run_leg(exp, tmp_path, 1, "none", 40.0, (2,), 1, "cpu")
+    else:
+        reproduction._run_leg(exp, tmp_path, 1, "none", 40.0, 2, 1, "cpu")
+    [leg] = legs.read_legs(tmp_path / legs.LEGS)
+    assert leg["outcome"] == outcome and leg["parts"] == [2] and leg["minutes"] is not None
+
+
+def test_an_unknown_part_records_no_leg(tmp_path):
+    from rlvr.errors import UserError
+
+    with pytest.raises(UserError, match="--part must be"):
+        reproduction._run_leg(load("boundary"), tmp_path, 1, "none", None, 99, 1, "cpu")
+    assert not (tmp_path / legs.LEGS).exists()
+
+
+def test_resume_published_merges_the_published_legs(tmp_path):
+    cells = tmp_path / "docs" / "boundary" / "cells"
+    cells.mkdir(parents=True)
+    (cells / legs.LEGS).write_text("\n".join(_leg("a", [1], "t1", 5.0, "complete")) + "\n")
+    out = tmp_path / "out"
+    reproduction.restore(load("boundary"), out, tmp_path / "docs", lambda _: None)
+    assert [leg["minutes"] for leg in legs.read_legs(out / legs.LEGS)] == [5.0]

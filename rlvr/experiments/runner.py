@@ -259,9 +259,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                     built[model_id(c.model, c.seed)] = build_model(exp, exp.models[c.model], c.seed, out, built,
                                                                    "none" if progress == "none" else "plain",
                                                                    stop_at)
-                except RunPaused as e:  # checkpointed on the time budget: the next invocation resumes it
-                    warn(f"{e} (--max-minutes)")
-                    timings[c.id] = time.time() - t
+                except RunPaused:  # checkpointed on the time budget (the training loop said so): the next
+                    timings[c.id] = time.time() - t  # invocation resumes it
                     stopped = True
                     break
                 except UserError as e:  # e.g. a teacher that gets nothing right: its claims say why

@@ -135,8 +135,11 @@ def test_a_run_training_at_the_deadline_pauses_and_the_next_invocation_resumes_i
         return real(exp_, spec, seed, out_, built, progress, time.time() if spec.kind == "rl" else None)
 
     monkeypatch.setattr(runner, "build_model", deadline_now)
-    with pytest.warns(RuntimeWarning, match=r"paused at step 1 of \d+ \(--max-minutes\)"):
+    with pytest.warns(RuntimeWarning) as said:
         first = runner.run_experiment(exp, tmp_path, 1, "none", max_minutes=60.0)
+    said = [str(w.message) for w in said]  # the pause said once by the training loop, then the stop
+    assert len([w for w in said if re.search(r"paused at step 1 of \d+ \(its time budget\)", w)]) == 1, said
+    assert len([w for w in said if "stopped after 60.0 minutes (--max-minutes)" in w]) == 1, said
     assert not first["complete"] and not list(tmp_path.glob("evals/*/*/stats.json"))
     before = runner.part_status(exp, tmp_path, 1)  # the paused model and every evaluation still to run
     assert [r["part"] for r in before] == list(range(1, len(exp.parts) + 1))

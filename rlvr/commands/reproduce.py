@@ -117,7 +117,8 @@ def print_status(exp, out, seeds: int, plain: bool = False) -> int:
         g = took.get(str(p))
         if not g or g["minutes"] is None:
             return "-"
-        return f"{g['minutes']:.1f} ({g['legs']} leg{'s' if g['legs'] > 1 else ''})"
+        killed = f", {g['killed']} killed" if g["killed"] else ""
+        return f"{g['minutes']:.1f} ({g['legs']} leg{'s' if g['legs'] > 1 else ''}{killed})"
 
     print_table(["part", "cells missing", "state", "declared min", "measured min"],
                 [[str(r["part"]), str(r["missing"]), "done" if not r["missing"] else "to run",

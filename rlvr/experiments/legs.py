@@ -3,12 +3,13 @@
 run; never ``--page-only`` or ``--status``).
 
 A leg appends two lines to ``OUT/legs.jsonl``: ``{"event": "start", "id", "parts", "start",
-"machine", "load", "max_minutes"}`` when it begins and ``{"event": "end", "id", "end", "minutes",
+"machine", "load", "max_minutes", "host", "pid"}`` when it begins and ``{"event": "end", "id", "end", "minutes",
 "outcome", "load"}`` when it ends (``outcome``: "complete", "paused" on the time budget, "incomplete"
 (a model failed or a cell is missing), or the exception's name). A leg killed outright writes no end:
-it reads "killed", its minutes unknown. ``parts`` is the list of 1-based parts the leg ran, or
-``null`` for a whole run; ``load`` the 1-, 5- and 15-minute load averages (other work on the cores
-slows a part). ``--publish`` copies the file beside the cells and ``--resume-published`` merges it
+it reads "killed", its minutes unknown ("running" while its process still runs on this host).
+``parts`` is the list of 1-based parts the leg ran, or ``null`` for a whole run; ``load`` the 1-, 5-
+and 15-minute load averages (other work on the cores slows a part); ``host`` and ``pid`` tell a
+running leg from a killed one. ``--publish`` copies the file beside the cells and ``--resume-published`` merges it
 back (:func:`merge_legs`), so a part's legs on several machines stay together.
 
 The page's section "Wall time per part" (:func:`part_lines`) sums each part's legs.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -47,7 +49,8 @@ def start_leg(out: Path, parts: tuple[int, ...] | None, machine: str, max_minute
     """Record that a leg running ``parts`` (None: the whole experiment) starts now -> the start
     record (pass it to :func:`end_leg`)."""
     rec = {"event": "start", "id": uuid.uuid4().hex[:12], "parts": None if parts is None else list(parts),
-           "start": _now(), "t": time.time(), "machine": machine, "load": _load(), "max_minutes": max_minutes}
+           "start": _now(), "t": time.time(), "machine": machine, "load": _load(), "max_minutes": max_minutes,
+           "host": socket.gethostname(), "pid": os.getpid()}
     _append(out / LEGS, rec)
     return rec
 
@@ -58,10 +61,24 @@ def end_leg(out: Path, leg: dict, outcome: str) -> None:
                          "minutes": round((time.time() - leg["t"]) / 60, 2), "outcome": outcome, "load": _load()})
 
 
+def _alive(leg: dict) -> bool:
+    """Whether the process that started ``leg`` still runs (on this host)."""
+    if leg.get("host") != socket.gethostname() or not isinstance(leg.get("pid"), int):
+        return False
+    try:
+        os.kill(leg["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, not ours to signal
+        return True
+    return True
+
+
 def read_legs(path: Path) -> list[dict]:
     """The legs of a legs file, in start order: each start record with ``end``, ``minutes``,
-    ``outcome`` and ``load_end`` from its end record (``outcome`` "killed" and the rest None when
-    there is none). Unreadable lines are skipped; [] when the file is absent."""
+    ``outcome`` and ``load_end`` from its end record (when there is none, ``outcome`` is "running"
+    while the process that started it runs on this host, else "killed", and the rest None).
+    Unreadable lines are skipped; [] when the file is absent."""
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -79,7 +96,8 @@ def read_legs(path: Path) -> list[dict]:
     legs = []
     for i, s in starts.items():
         e = ends.get(i, {})
-        legs.append({**s, "end": e.get("end"), "minutes": e.get("minutes"), "outcome": e.get("outcome", "killed"),
+        outcome = e.get("outcome") or ("running" if _alive(s) else "killed")
+        legs.append({**s, "end": e.get("end"), "minutes": e.get("minutes"), "outcome": outcome,
                      "load_end": e.get("load")})
     return sorted(legs, key=lambda leg: leg["start"])
 
@@ -115,8 +133,8 @@ def part_rows(legs: list[dict], declared: list[float | None]) -> list[dict]:
     """Per group of parts that ran together (one part, or ``--part 9,18`` as one group, or "all"):
     {"parts": "3" | "9+18" | "all", "declared": the declared minutes summed (None if any is
     unknown), "minutes": the finished legs' minutes summed (None if none finished), "legs": how
-    many, "killed": how many ended without a record, "last": the outcome of its last leg (None: no
-    leg), "machines": the machine lines in order of first use}. Groups in part order, each
+    many, "killed": how many ended without a record (and no longer run), "last": the outcome of
+    its last leg (None: no leg), "machines": the machine lines in order of first use}. Groups in part order, each
     declared part listed once (parts no leg ran: minutes None, legs 0)."""
     groups: dict[tuple[int, ...] | None, list[dict]] = {}
     for leg in legs:
@@ -153,13 +171,18 @@ def part_lines(legs: list[dict], declared: list[float | None], estimated: bool) 
         got = "-" if r["minutes"] is None else f"{r['minutes']:.1f}"
         legs_text = f"{r['legs']}" + (f" ({r['killed']} killed)" if r["killed"] else "")
         body.append(f"| {r['parts']} | {dec} | {got} | {legs_text} | {r['last'] or 'not run'} | {labels} |")
-    imported = {leg.get("source") for leg in legs if leg.get("source")}
+    imported: dict[str, list[str]] = {}  # source -> parts whose legs were imported from it
+    for leg in legs:
+        if leg.get("source"):
+            imported.setdefault(leg["source"], []).append("all" if leg["parts"] is None else
+                                                          "+".join(map(str, leg["parts"])))
     return ["Each invocation that trains or evaluates is a leg (`legs.jsonl` beside the cells: start, end, "
             "outcome, machine, load average). A part's minutes are its finished legs' wall time summed, "
             "reused cells costing nothing; a leg killed before its end is counted as killed, its minutes "
-            "unknown. The last leg's outcome: complete (every cell it looked for is on disk or failed to build), "
-            "paused (--max-minutes), incomplete, killed, or the error that ended it. Declared minutes are the "
-            f"declaration's{' estimates' if estimated else ''}.", "",
+            "unknown (one still running reads running). The last leg's outcome: complete (every cell it "
+            "looked for is on disk or failed to build), paused (--max-minutes), incomplete, killed, or the "
+            f"error that ended it. Declared minutes are the declaration's{' estimates' if estimated else ''}.", "",
             "| part | declared min | measured min | legs | last leg | machine |", "|---|---|---|---|---|---|",
             *body, "", *[f"- {label}: {line}" for line, label in machines.items()],
-            *[f"- legs recorded by: {s}" for s in sorted(imported)], ""]
+            *[f"- legs of parts {', '.join(dict.fromkeys(ps))} not recorded by rlvr, imported from {s}"
+              for s, ps in imported.items()], ""]

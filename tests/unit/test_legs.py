@@ -19,12 +19,25 @@ def _leg(i, parts, start, minutes=None, outcome=None, machine="M"):
 def test_start_and_end_make_one_leg_with_its_minutes(tmp_path):
     leg = legs.start_leg(tmp_path, (3,), "cpu line", 40.0)
     [one] = legs.read_legs(tmp_path / legs.LEGS)
-    assert one["outcome"] == "killed" and one["minutes"] is None  # no end yet: reads as killed
+    assert one["outcome"] == "running" and one["minutes"] is None  # no end yet, and this process runs
     leg["t"] -= 90  # it started 1.5 min ago
     legs.end_leg(tmp_path, leg, "paused")
     [one] = legs.read_legs(tmp_path / legs.LEGS)
     assert one["parts"] == [3] and one["outcome"] == "paused" and one["machine"] == "cpu line"
     assert one["minutes"] == pytest.approx(1.5, abs=0.02) and one["max_minutes"] == 40.0
+
+
+def test_a_leg_without_an_end_whose_process_is_gone_reads_killed(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leg = legs.start_leg(tmp_path, (1,), "cpu")
+    lines = (tmp_path / legs.LEGS).read_text().replace(f'"pid": {leg["pid"]}', f'"pid": {int(gone.stdout)}')
+    (tmp_path / legs.LEGS).write_text(lines)
+    assert [x["outcome"] for x in legs.read_legs(tmp_path / legs.LEGS)] == ["killed"]
+    (tmp_path / legs.LEGS).write_text(lines.replace('"host": "', '"host": "elsewhere-'))
+    assert [x["outcome"] for x in legs.read_legs(tmp_path / legs.LEGS)] == ["killed"]  # another machine's
 
 
 def test_part_rows_sum_legs_per_part_and_count_killed_ones(tmp_path):
@@ -47,6 +60,7 @@ def test_part_rows_sum_legs_per_part_and_count_killed_ones(tmp_path):
     page = legs.part_lines(legs.read_legs(f), [20, 30, 10, 10, 5], estimated=True)
     assert "| 2 | ~30 | 42.5 | 3 (1 killed) | complete | L1, L2 |" in page
     assert "| 5 | ~5 | - | 0 | not run | - |" in page and "- L2: N" in page
+    assert not any("imported" in line for line in page)
     assert legs.part_lines([], [20], False) == []
 
 

@@ -184,5 +184,16 @@ def part_lines(legs: list[dict], declared: list[float | None], estimated: bool) 
             f"error that ended it. Declared minutes are the declaration's{' estimates' if estimated else ''}.", "",
             "| part | declared min | measured min | legs | last leg | machine |", "|---|---|---|---|---|---|",
             *body, "", *[f"- {label}: {line}" for line, label in machines.items()],
-            *[f"- legs of parts {', '.join(dict.fromkeys(ps))} not recorded by rlvr, imported from {s}"
+            *[f"- legs of parts {_spans(ps)} not recorded by rlvr, imported from {s}"
               for s, ps in imported.items()], ""]
+
+
+def _spans(groups: list[str]) -> str:
+    """Part groups as text, runs of single parts as ranges: ["1", "2", "3", "5", "6+7"] -> "1-3, 5, 6+7"."""
+    out: list[list] = []
+    for g in dict.fromkeys(groups):
+        if g.isdigit() and out and isinstance(out[-1][1], int) and int(g) == out[-1][1] + 1:
+            out[-1][1] = int(g)
+        else:
+            out.append([g, int(g)] if g.isdigit() else [g, None])
+    return ", ".join(a if b is None or str(b) == a else f"{a}-{b}" for a, b in out)

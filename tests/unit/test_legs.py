@@ -131,3 +131,10 @@ def test_status_shows_each_parts_measured_minutes_and_killed_legs(tmp_path, monk
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:5]]
     assert rows[0][-5:] == ["10.4", "(2", "legs,", "1", "killed)"] and rows[0][2] == "done"
     assert rows[1][-3:] == ["3.0", "(1", "leg)"] and rows[2][-1] == "-"
+
+
+def test_imported_legs_name_their_parts_as_ranges():
+    assert legs._spans(["1", "2", "3", "5", "6+7", "8", "9"]) == "1-3, 5, 6+7, 8-9"
+    run = [{"parts": [p], "start": f"t{p}", "minutes": 1.0, "outcome": "complete", "machine": "M", "source": "log"}
+           for p in (1, 2, 3)]
+    assert "- legs of parts 1-3 not recorded by rlvr, imported from log" in legs.part_lines(run, [1, 1, 1], False)

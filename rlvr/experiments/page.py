@@ -266,14 +266,22 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
               "## Machine and command", "", f"- machine: {machine}", f"- command: `{command}`",
               f"- wall time of this invocation: {run['wall_s'] / 60:.1f} min (reused cells cost 0)", "",
               *_wall_lines(exp, out), *model_lines(out),
-              "## Cells of this invocation", "", "| cell | seconds |", "|---|---|",
-              *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
+              "## Cells of this invocation", "", *_cell_lines(run)]
     atomic_write(out / "README.md", "\n".join(lines))
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
-             "trajectories": traj, "passk": curves, "machine": machine, "command": command, "timings": run["timings"],
+             "trajectories": traj, "passk": curves, "machine": machine, "command": command,
+             "timings": {} if run.get("read_only") else run["timings"],
              "models": run["built"], "missing": run.get("missing", 0)}
     atomic_write(out / "table.json", json.dumps(rounded(table), indent=1, default=str))
     return out / "README.md"
+
+
+def _cell_lines(run: dict) -> list[str]:
+    """The cells this invocation built or evaluated with their seconds; one line for a --page-only
+    invocation (it computed nothing: its reading times would only churn the published table)."""
+    if run.get("read_only"):
+        return ["None: this invocation read the cells on disk (--page-only) and computed nothing.", ""]
+    return ["| cell | seconds |", "|---|---|", *[f"| {k} | {v:.0f} |" for k, v in run["timings"].items()], ""]
 
 
 def _wall_lines(exp: Experiment, out: Path) -> list[str]:

@@ -188,7 +188,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     """Build the models and run the evaluations of ``exp`` (of one ``part`` or several, 1-based,
     when given; with ``jobs`` > 1 the models of several parts share the workers) under ``out``,
     reusing every cached cell -> {"built", "timings", "failed", "complete", "missing", "stopped" (paused on
-    ``max_minutes``), "wall_s"}.
+    ``max_minutes``), "read_only" (``cached_only``), "wall_s"}.
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
@@ -298,7 +298,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         warn(f"{missing} declared cell(s) not on disk (--page-only reads only cached cells): a claim reading "
              "one says 'not run yet'; claims whose cells are all on disk are judged")
     return {"built": built, "timings": timings, "failed": failed, "complete": not stopped and not missing,
-            "missing": missing, "stopped": stopped,
+            "missing": missing, "stopped": stopped, "read_only": cached_only,
             "wall_s": time.time() - t0}
 
 

@@ -88,6 +88,8 @@ def test_quick_form_runs_writes_its_page_and_resumes(name, tmp_path, capsys):
     assert not victim.exists() and all(p.stat().st_mtime_ns == t for p, t in before.items())
     assert all(p.stat().st_mtime_ns == t for p, t in trained.items())
     assert len(read_legs(out / LEGS)) == 3  # the runs (first, resumed, on a budget); --page-only is no leg
+    assert json.loads((out / "table.json").read_text())["timings"] == {}  # it computed nothing
+    assert "None: this invocation read the cells on disk (--page-only)" in (out / "README.md").read_text()
     status = json.loads((out / "table.json").read_text())["status"]
     n = len(table["claims"])
     assert status.startswith("partial")

@@ -76,14 +76,20 @@ def parse_parts(text: str) -> tuple[int, ...]:
 
 def list_experiments(plain: bool = False) -> None:
     """One row per declared experiment (its cost in minutes, full and ``--quick``, and its claims),
-    and under it one row per ``--part``; minutes not yet measured by a full run read ``~N`` (estimated)."""
+    and under it one row per ``--part``; minutes not yet measured by a full run read ``~N`` (estimated),
+    and a part whose published legs (docs/reproductions/NAME/cells/legs.jsonl) finished it says what
+    they measured and on which CPU."""
     from rlvr.console import print_table
+    from rlvr.experiments.legs import LEGS, cpu_name, part_rows, read_legs
+    from rlvr.experiments.reproduction import PUBLISHED
     from rlvr.experiments.spec import load, names
 
     rows = []
     for n in names():
         e = load(n)
         est = "~" if e.minutes_estimated else ""
+        published = read_legs(PUBLISHED / n / "cells" / LEGS)
+        took = {g["parts"]: g for g in part_rows(published, [p.minutes for p in e.parts])}
         rows.append([n, f"{est}{e.minutes:.0f}" if e.minutes else "?", f"{e.quick.minutes:.0f}",
                      str(len(e.claims)), e.title])
         for i, part in enumerate(e.parts, 1):
@@ -91,8 +97,13 @@ def list_experiments(plain: bool = False) -> None:
             which = f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else ""
             pre = part.pretrain_seeds
             which += (f", pretraining seed{'s' if len(pre) > 1 else ''} {', '.join(map(str, pre))}" if pre else "")
-            cost = (f"{est}{part.minutes:.0f} min{' (estimated)' if est else ''}" if part.minutes
-                    else "not measured yet")
+            notes = ["estimated"] if est else []
+            g = took.get(str(i))
+            if g and g["minutes"] is not None and g["last"] == "complete":  # its published legs
+                where = cpu_name(g["machines"][0]) if len(g["machines"]) == 1 else f"{len(g['machines'])} machines"
+                notes.append(f"measured {g['minutes']:.1f} on {where}")
+            cost = (f"{est}{part.minutes:.0f} min" if part.minutes else "not measured yet") + (
+                f" ({'; '.join(notes)})" if notes else "")
             rows.append([f"  --part {i}", "", "", "", f"{cost}, evaluations {', '.join(part.evaluations)}{which}"])
     print_table(["experiment", "full min", "quick min", "claims", "title"], rows, align="lrrrl", plain=plain)
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")

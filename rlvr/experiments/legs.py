@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 import uuid
@@ -127,6 +128,13 @@ def merge_legs(src: Path, dest: Path) -> int:
         with dest.open("a") as f:
             f.write("".join(line + "\n" for line in add))
     return len(add)
+
+
+def cpu_name(machine: str) -> str:
+    """The CPU of a machine line, e.g. "AMD EPYC family 26 model 2" from "AMD EPYC (family 26 model 2;
+    avx2 ...), 2 cores, ..."; the text before the first comma when the line has no family."""
+    m = re.match(r"(.*?) \(family (\S+) model ([^;)]+)", machine)
+    return f"{m[1]} family {m[2]} model {m[3]}" if m else machine.split(",")[0]
 
 
 def part_rows(legs: list[dict], declared: list[float | None]) -> list[dict]:

@@ -138,3 +138,26 @@ def test_imported_legs_name_their_parts_as_ranges():
     run = [{"parts": [p], "start": f"t{p}", "minutes": 1.0, "outcome": "complete", "machine": "M", "source": "log"}
            for p in (1, 2, 3)]
     assert "- legs of parts 1-3 not recorded by rlvr, imported from log" in legs.part_lines(run, [1, 1, 1], False)
+
+
+def test_cpu_name_of_a_machine_line():
+    line = "AMD EPYC (family 26 model 2; avx2 avx512f), 2 cores, 2 torch threads, torch 2.13.0+cpu"
+    assert legs.cpu_name(line) == "AMD EPYC family 26 model 2"
+    assert legs.cpu_name("machine not recorded") == "machine not recorded"
+
+
+def test_the_list_shows_a_parts_published_measured_minutes(tmp_path, monkeypatch, capsys):
+    from rlvr.commands.reproduce import list_experiments
+
+    cells = tmp_path / "docs" / "reproductions" / "boundary" / "cells"
+    cells.mkdir(parents=True)
+    line = "Zen (family 23 model 49; avx2), 2 cores"
+    (cells / legs.LEGS).write_text("\n".join([*_leg("a", [2], "t1", 12.34, "complete", machine=line),
+                                              *_leg("b", [3], "t2", 5.0, "paused", machine=line)]) + "\n")
+    monkeypatch.chdir(tmp_path)  # the published pages are read from the working directory, as the command does
+    list_experiments(plain=True)
+    out = capsys.readouterr().out.splitlines()
+    start = next(i for i, row in enumerate(out) if row.startswith("boundary "))
+    two, three = out[start + 2], out[start + 3]
+    assert "--part 2" in two and "(measured 12.3 on Zen family 23 model 49)" in two
+    assert "--part 3" in three and "measured" not in three  # its last leg paused: not a part's cost

@@ -110,8 +110,9 @@ def list_experiments(plain: bool = False) -> None:
 
 
 def print_status(exp, out, seeds: int, plain: bool = False) -> int:
-    """The table of ``--status``: per part, the cells ``out`` lacks, the declared minutes and the
-    minutes its recorded legs took (``out/legs.jsonl``; "-" where none finished)."""
+    """The table of ``--status``: per part, the cells ``out`` lacks (and how many of them are stale: on
+    disk under another key), the declared minutes and the minutes its recorded legs took
+    (``out/legs.jsonl``; "-" where none finished); the next part to run skips the stale ones."""
     from rlvr.console import print_table
     from rlvr.experiments.legs import LEGS, part_rows, read_legs
     from rlvr.experiments.runner import part_status
@@ -131,13 +132,23 @@ def print_status(exp, out, seeds: int, plain: bool = False) -> int:
         killed = f", {g['killed']} killed" if g["killed"] else ""
         return f"{g['minutes']:.1f} ({g['legs']} leg{'s' if g['legs'] > 1 else ''}{killed})"
 
+    def state(r: dict) -> str:
+        if not r["missing"]:
+            return "done"
+        return "stale" if r["stale"] == r["missing"] else "to run"
+
     print_table(["part", "cells missing", "state", "declared min", "measured min"],
-                [[str(r["part"]), str(r["missing"]), "done" if not r["missing"] else "to run",
+                [[str(r["part"]), str(r["missing"]) + (f" ({r['stale']} stale)" if r["stale"] else ""), state(r),
                   f"{est}{r['minutes']:.0f}" if r["minutes"] else "?", measured(r["part"])] for r in rows],
                 align="rrllr", plain=plain)
     left = [r for r in rows if r["missing"]]
+    todo = [r for r in left if state(r) == "to run"]
     print(f"{len(rows) - len(left)} of {len(rows)} parts done in {out}"
-          + (f"; next: --part {left[0]['part']}" if left else ""))
+          + (f"; next: --part {todo[0]['part']}" if todo else ""))
+    stale = [str(r["part"]) for r in left if state(r) == "stale"]
+    if stale:
+        print(f"stale: part(s) {', '.join(stale)} have every missing cell on disk under another key (computed "
+              "under an older declaration or code); running them computes those cells again")
     return 0
 
 

@@ -188,7 +188,8 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     """Build the models and run the evaluations of ``exp`` (of one ``part`` or several, 1-based,
     when given; with ``jobs`` > 1 the models of several parts share the workers) under ``out``,
     reusing every cached cell -> {"built", "timings", "failed", "complete", "missing", "stopped" (paused on
-    ``max_minutes``), "read_only" (``cached_only``), "wall_s"}.
+    ``max_minutes``), "read_only" (``cached_only``), "stale" (of the
+    missing, how many have a folder holding a finished cell under another key), "wall_s"}.
     ``jobs`` > 1 trains that many models at once, each in its own process with
     ``cores // jobs`` torch threads (:func:`_build_parallel`). ``cached_only``: train and evaluate
     nothing, read back the cells already on disk and skip the others ("complete" says whether
@@ -212,7 +213,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     def over_budget() -> bool:
         return stop_at is not None and time.time() > stop_at
 
-    missing = 0
+    missing = stale = 0  # stale: on disk under another key (computed under an older declaration or code)
     samplers = {protocol_name(ev): ev for ev in exp.evaluations.values() if ev.kind == "samples"}.values()
     bases = recorded_base_weights(exp, out, lambda m: seeds_of(exp, m, seeds),
                                   lambda b: [eval_dir(out, ev, b, None) for ev in samplers])
@@ -250,6 +251,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                         break
                     else:
                         missing += 1
+                        stale += (out / "models" / model_id(c.model, c.seed) / "done.json").exists()
                     bar.update(1)
                     continue
                 if spec.kind != "base" and not model_cached(exp, spec, c.seed, out, built):
@@ -272,16 +274,21 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
         bar.close()
     ecells = [] if stopped else _eval_cells(exp, seeds, built, evals, parts)  # milestones are known now
     if cached_only:  # a model not on disk: its evaluations are not on disk either (milestones unknown: 1 each)
-        missing += len(_eval_cells(exp, seeds, _absent(exp, cells, built), evals, parts))
+        absent = _eval_cells(exp, seeds, _absent(exp, cells, built), evals, parts)
+        missing += len(absent)
+        stale += sum((eval_dir(out, exp.evaluations[c.eval], c.model, c.seed) / "stats.json").exists()
+                     for c in absent)
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
-            cached = eval_cached(*_eval_target(exp, c, out, built)[-2:])
+            folder, key = _eval_target(exp, c, out, built)[-2:]
+            cached = eval_cached(folder, key)
             if (cached_only or over_budget()) and not cached:
                 if not cached_only:
                     stopped = True
                     break
                 missing += 1
+                stale += (folder / "stats.json").exists()
                 bar.update(1)
                 continue
             if not cached:
@@ -295,10 +302,12 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     if stopped:
         warn(f"stopped after {max_minutes} minutes (--max-minutes); run the same command again to continue")
     if missing:
-        warn(f"{missing} declared cell(s) not on disk (--page-only reads only cached cells): a claim reading "
-             "one says 'not run yet'; claims whose cells are all on disk are judged")
+        older = (f" ({stale} of them on disk under another key: computed under an older declaration or code)"
+                 if stale else "")
+        warn(f"{missing} declared cell(s) not on disk{older} (--page-only reads only cached cells): a claim "
+             "reading one says 'not run yet'; claims whose cells are all on disk are judged")
     return {"built": built, "timings": timings, "failed": failed, "complete": not stopped and not missing,
-            "missing": missing, "stopped": stopped, "read_only": cached_only,
+            "missing": missing, "stale": stale, "stopped": stopped, "read_only": cached_only,
             "wall_s": time.time() - t0}
 
 
@@ -393,7 +402,9 @@ def _absent(exp: Experiment, cells: list[Cell], built: dict[str, dict]) -> dict[
 
 def part_status(exp: Experiment, out: Path, seeds: int) -> list[dict]:
     """Per declared part, in order: {"part" (1-based), "missing" (its cells not on disk: models and
-    evaluations, a missing model's evaluations counted once each), "minutes" (declared)}, read as
+    evaluations, a missing model's evaluations counted once each), "stale" (of those, the ones whose
+    folder holds a finished cell under another key: computed under an older declaration or code),
+    "minutes" (declared)}, read as
     ``--page-only`` reads (nothing trained, sampled or pretrained; warnings silenced)."""
     if not out.is_dir():
         raise UserError(f"no such folder: {out} (name the experiment's output folder with --out)")
@@ -402,7 +413,7 @@ def part_status(exp: Experiment, out: Path, seeds: int) -> list[dict]:
         warnings.simplefilter("ignore")
         for i, part in enumerate(exp.parts, 1):
             run = run_experiment(exp, out, seeds, "none", part=i, cached_only=True)
-            rows.append({"part": i, "missing": run["missing"], "minutes": part.minutes})
+            rows.append({"part": i, "missing": run["missing"], "stale": run["stale"], "minutes": part.minutes})
     return rows
 
 

@@ -163,3 +163,29 @@ def test_a_run_training_at_the_deadline_pauses_and_the_next_invocation_resumes_i
     assert f"{done} of {len(exp.parts)} parts done" in capsys.readouterr().out
     steps = [json.loads(line)["step"] for line in (paused[0] / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, steps[-1] + 1))  # resumed after step 1: every step once
+
+
+def test_status_tells_a_cell_under_another_key_from_a_missing_one(tmp_path, capsys):
+    """A cell computed under an older declaration (its key changed) is 'stale', not just missing, and
+    the next part to run skips a part whose missing cells are all stale."""
+    from rlvr.experiments import runner
+
+    exp = load("boundary").quick_form()
+    assert main(["reproduce", "boundary", "--quick", "--seeds", "1", "--out", str(tmp_path), "--quiet"]) == 0
+    before = {r["part"]: r for r in runner.part_status(exp, tmp_path, 1)}
+    cell = sorted(tmp_path.glob("evals/*/*/key"))[0]
+    cell.write_text("an older declaration's key")
+    after = {r["part"]: r for r in runner.part_status(exp, tmp_path, 1)}
+    changed = [p for p in after if after[p]["missing"] != before[p]["missing"]]
+    assert changed  # (a cell parts share counts in each)
+    assert all(after[p]["stale"] - before[p]["stale"] == after[p]["missing"] - before[p]["missing"] == 1
+               for p in changed)
+    model = next(tmp_path.glob("models/*/done.json"))  # a model's key changed: it and its evaluations are stale
+    model.write_text(json.dumps({**json.loads(model.read_text()), "key": "older"}))
+    again = runner.part_status(exp, tmp_path, 1)
+    assert sum(r["stale"] for r in again) >= 2 and all(r["stale"] <= r["missing"] for r in again)
+    capsys.readouterr()
+    assert main(["reproduce", "boundary", "--quick", "--seeds", "1", "--status", "--out", str(tmp_path),
+                 "--plain"]) == 0
+    shown = capsys.readouterr().out
+    assert "stale)" in shown and "on disk under another key" in shown

@@ -218,16 +218,19 @@ def provenance(command: str, machine: str) -> list[str]:
             f"{precision.group(1) if precision else 'not recorded'} | {time.strftime('%Y-%m-%d')} |"]
 
 
-def page_status(rows: list[dict], complete: bool, missing: int = 0) -> str:
+def page_status(rows: list[dict], complete: bool, missing: int = 0, stale: int = 0) -> str:
     """A page's status line: "complete", or "partial: D of N claims measured", saying how many
     declared cells are not on disk when every claim is measured but some cell is missing (a tuning
-    cell no claim reads, say); ``complete``: the run had every cell it looked for."""
+    cell no claim reads, say), and how many of those are stale (on disk under another key: an older
+    declaration or code); ``complete``: the run had every cell it looked for."""
     done = sum(status_of(r) != NOT_MEASURED for r in rows)
     if complete and not missing and done == len(rows):
         return "complete"
     status = f"partial: {done} of {len(rows)} claims measured"
     if done == len(rows) and missing:  # why "partial" when every claim is measured
         status += f"; {missing} declared cell(s) not on disk"
+        if stale:
+            status += f" ({stale} of them stale: on disk under another key)"
     return status
 
 
@@ -240,7 +243,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     there)."""
     rows = rounded(rows)
     plots = plot_passk(exp, curves, out)
-    status = page_status(rows, run["complete"], run.get("missing", 0))
+    status = page_status(rows, run["complete"], run.get("missing", 0), run.get("stale", 0))
     form = " (quick form: a miniature that checks the machinery, not the claims)" if quick else ""
     lines = [f"# {exp.title}", "", *provenance(command, machine), "",
              f"Experiment `{exp.name}`{form}; "
@@ -271,7 +274,7 @@ def write_page(exp: Experiment, out: Path, rows: list[dict], traj: dict, curves:
     table = {"experiment": exp.name, "title": exp.title, "quick": quick, "status": status, "claims": rows,
              "trajectories": traj, "passk": curves, "machine": machine, "command": command,
              "timings": {} if run.get("read_only") else run["timings"],
-             "models": run["built"], "missing": run.get("missing", 0)}
+             "models": run["built"], "missing": run.get("missing", 0), "stale": run.get("stale", 0)}
     atomic_write(out / "table.json", json.dumps(rounded(table), indent=1, default=str))
     return out / "README.md"
 

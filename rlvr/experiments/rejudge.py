@@ -76,7 +76,7 @@ def rejudge_published(exp: Experiment, docs: Path) -> Path:
                   "the published ones, made by the code of that publication")
     # the cells its run lacked (table.json's "missing"; older tables: read from their status line)
     missing = table.get("missing", _missing_of(table.get("status", "")))
-    status = page_status(rows, True, missing)
+    status = page_status(rows, True, missing, table.get("stale", 0))
     readme = page_dir / "README.md"
     readme.write_text(_rewrite(readme.read_text(), exp, rows, status, source))
     changed = verdict_changes(table["claims"], rows)

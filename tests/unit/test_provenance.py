@@ -206,3 +206,6 @@ def test_the_page_status_says_why_a_fully_measured_page_is_partial():
     assert page_status(done, True, 13) == "partial: 2 of 2 claims measured; 13 declared cell(s) not on disk"
     assert page_status([*done, {"verdict": "not measured"}], True, 4) == "partial: 2 of 3 claims measured"
     assert _missing_of(page_status(done, True, 13)) == 13 and _missing_of("complete") == 0
+    stale = page_status(done, True, 24, 24)  # every missing cell on disk under another key
+    assert stale == ("partial: 2 of 2 claims measured; 24 declared cell(s) not on disk "
+                     "(24 of them stale: on disk under another key)") and _missing_of(stale) == 24

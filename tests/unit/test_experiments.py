@@ -311,7 +311,7 @@ def test_the_listing_marks_estimated_minutes_apart_from_measured_ones(capsys):
     assert spec.load("boundary_powered").minutes_estimated and not spec.load("weights").minutes_estimated
     assert re.match(r"boundary_powered\s+~\d+\s", lines[row["boundary_powered"]])
     assert re.match(r"weights\s+\d+\s", lines[row["weights"]])
-    assert re.search(r"--part 1\s+~\d+ min \(estimated\)", lines[row["boundary_powered"] + 1])
+    assert re.search(r"--part 1\s+~\d+ min \(estimated[;)]", lines[row["boundary_powered"] + 1])
     assert re.search(r"--part 1\s+\d+ min, ", lines[row["weights"] + 1])
 
 

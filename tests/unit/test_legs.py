@@ -125,12 +125,13 @@ def test_status_shows_each_parts_measured_minutes_and_killed_legs(tmp_path, monk
     (tmp_path / legs.LEGS).write_text("\n".join([*_leg("a", [1], "t1"), *_leg("b", [1], "t2", 10.4, "complete"),
                                                  *_leg("c", [2], "t3", 3.0, "paused")]) + "\n")
     monkeypatch.setattr(runner, "part_status", lambda exp, out, seeds: [
-        {"part": 1, "missing": 0, "minutes": 30}, {"part": 2, "missing": 4, "minutes": 20},
-        {"part": 3, "missing": 2, "minutes": 20}])
+        {"part": 1, "missing": 0, "stale": 0, "minutes": 30}, {"part": 2, "missing": 4, "stale": 0, "minutes": 20},
+        {"part": 3, "missing": 2, "stale": 2, "minutes": 20}])
     print_status(load("boundary"), tmp_path, 1, plain=True)
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:5]]
     assert rows[0][-5:] == ["10.4", "(2", "legs,", "1", "killed)"] and rows[0][2] == "done"
     assert rows[1][-3:] == ["3.0", "(1", "leg)"] and rows[2][-1] == "-"
+    assert rows[2][1:4] == ["2", "(2", "stale)"] and rows[2][4] == "stale"  # every missing cell stale
 
 
 def test_imported_legs_name_their_parts_as_ranges():

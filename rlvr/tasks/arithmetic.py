@@ -285,14 +285,15 @@ class PooledTask:
 class ArithmeticTask:
     """Single-digit expressions with + and * (and - if ``ops`` has it), reduced step by step.
 
-    Knobs: ``min_operands``/``max_operands`` (2..8, default 3..4), ``max_value`` (operands 1..max_value,
+    Knobs: ``min_operands``/``max_operands`` (2..8, default 3..3), ``max_value`` (operands 1..max_value,
     default 9), ``ops`` (subset of "+*-", default "+*"), ``max_result`` (problems whose every valid
     order has an intermediate above it are rejected; orders exceeding it are dropped; default 99),
     ``max_solutions`` (cap on distinct traces per problem, default 24), ``commute`` (also write each
     ``+``/``*`` step with its operands swapped, ``4*2=8`` or ``2*4=8``: many more gold traces per problem,
     default False), ``heldout_frac`` (default 0.15), ``pool_size`` (distinct problems drawn when n=None,
-    default 5000), ``seed`` (default 0), ``train_shards`` / ``train_shard`` (train on one of that many
-    disjoint hash shards of the train split; default 1 / 0: all of it).
+    default 5000; the default knobs allow only 2,605 distinct problems: 2,247 train, 358 held-out),
+    ``seed`` (default 0), ``train_shards`` / ``train_shard`` (train on one of that many disjoint hash
+    shards of the train split; default 1 / 0: all of it).
     """
 
     name = "arithmetic"

@@ -123,6 +123,16 @@ def test_arithmetic_knobs_change_difficulty():
         ArithmeticTask(ops="+/")
 
 
+def test_arithmetic_default_knobs_hold_fewer_problems_than_the_pool_size():
+    """The docstring's count: 3 operands of 1..9 with + and * (intermediates <= 99) are 2,605 distinct
+    problems, below pool_size 5000, so RL's training pool is the whole train split (what
+    No-Positive-Resampling exhausted in scalerl_bend); a 4th operand gives many more."""
+    task = ArithmeticTask()
+    assert (len(task.problems("train")), len(task.problems("heldout"))) == (2247, 358)
+    wider = ArithmeticTask(max_operands=4, pool_size=40000)
+    assert len(wider.problems("train")) + len(wider.problems("heldout")) == 40000
+
+
 def test_countdown_parser_and_rules():
     assert evaluate("(7+4)*8") == (88, [7, 4, 8])
     assert evaluate(" 8 / 2 - (3) ")[0] == 1

@@ -80,7 +80,7 @@ def list_experiments(plain: bool = False) -> None:
     and a part whose published legs (docs/reproductions/NAME/cells/legs.jsonl) finished it says what
     they measured and on which CPU."""
     from rlvr.console import print_table
-    from rlvr.experiments.legs import LEGS, cpu_name, part_rows, read_legs
+    from rlvr.experiments.legs import LEGS, cpu_name, read_legs, rows_by_part
     from rlvr.experiments.reproduction import PUBLISHED
     from rlvr.experiments.spec import load, names
 
@@ -89,7 +89,7 @@ def list_experiments(plain: bool = False) -> None:
         e = load(n)
         est = "~" if e.minutes_estimated else ""
         published = read_legs(PUBLISHED / n / "cells" / LEGS)
-        took = {g["parts"]: g for g in part_rows(published, [p.minutes for p in e.parts])}
+        took = rows_by_part(published, [p.minutes for p in e.parts])
         rows.append([n, f"{est}{e.minutes:.0f}" if e.minutes else "?", f"{e.quick.minutes:.0f}",
                      str(len(e.claims)), e.title])
         for i, part in enumerate(e.parts, 1):
@@ -114,7 +114,7 @@ def print_status(exp, out, seeds: int, plain: bool = False) -> int:
     disk under another key), the declared minutes and the minutes its recorded legs took
     (``out/legs.jsonl``; "-" where none finished); the next part to run skips the stale ones."""
     from rlvr.console import print_table
-    from rlvr.experiments.legs import LEGS, part_rows, read_legs
+    from rlvr.experiments.legs import LEGS, read_legs, rows_by_part
     from rlvr.experiments.runner import part_status
 
     rows = part_status(exp, out, seeds)
@@ -123,7 +123,7 @@ def print_status(exp, out, seeds: int, plain: bool = False) -> int:
               "counts what is missing")
         return 0
     est = "~" if exp.minutes_estimated else ""
-    took = {g["parts"]: g for g in part_rows(read_legs(out / LEGS), [r["minutes"] for r in rows])}
+    took = rows_by_part(read_legs(out / LEGS), [r["minutes"] for r in rows])
 
     def measured(p: int) -> str:
         g = took.get(str(p))

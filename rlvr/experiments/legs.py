@@ -165,6 +165,12 @@ def part_rows(legs: list[dict], declared: list[float | None]) -> list[dict]:
     return rows
 
 
+def rows_by_part(legs: list[dict], declared: list[float | None]) -> dict[str, dict]:
+    """:func:`part_rows` keyed by their ``parts`` label ("3", "9+18", "all"): what ``--status`` and the
+    list look up one part in."""
+    return {g["parts"]: g for g in part_rows(legs, declared)}
+
+
 def part_lines(legs: list[dict], declared: list[float | None], estimated: bool) -> list[str]:
     """The page's "Wall time per part": one row per :func:`part_rows` group and the machines'
     legend; [] when no leg was recorded."""

@@ -28,8 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.experiments.curve_measures import curve
-from rlvr.experiments.runner import load_stats
+from rlvr.experiments.runner import load_curve
 from rlvr.experiments.spec import load
 
 FRACTION, LAST = 0.25, 5
@@ -77,16 +76,6 @@ def decide(ref: tuple, candidates: dict[str, tuple], spread: list[tuple]) -> dic
             "threshold_final": 2 * sd_final, "candidates": rows, "pick": pick}
 
 
-def _curve(out: Path, exp, ev: str, model: str, seed: int | None) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        return curve(load_stats(out, exp.evaluations[ev], model, seed))
-    except FileNotFoundError as e:
-        raise PickError(f"no curve of {model}{'' if seed is None else f'-s{seed}'} ({ev}): {e} is missing; "
-                        "run its part first") from None
-    except UserError as e:
-        raise PickError(f"{model} ({ev}): {e}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -94,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     exp = load("scalerl_bend")
     try:
-        ref = _curve(args.out, exp, *REFERENCE, None)
-        cands = {name: _curve(args.out, exp, ev, model, None) for name, ev, model, _ in CANDIDATES}
-        spread = [_curve(args.out, exp, SPREAD[0], SPREAD[1], s) for s in SPREAD[2]]
+        ref = load_curve(args.out, exp.evaluations[REFERENCE[0]], REFERENCE[1], None)
+        cands = {name: load_curve(args.out, exp.evaluations[ev], model, None) for name, ev, model, _ in CANDIDATES}
+        spread = [load_curve(args.out, exp.evaluations[SPREAD[0]], SPREAD[1], s) for s in SPREAD[2]]
         report = decide(ref, cands, spread)
-    except PickError as e:
+    except (PickError, UserError) as e:
         print(f"scalerl_bend_pick: {e}", file=sys.stderr)
         return 2
     parts = {name: p for name, _, _, p in CANDIDATES}

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from rlvr.errors import UserError
-from rlvr.experiments.curve_measures import curve, fit_run
-from rlvr.experiments.runner import load_stats
+from rlvr.experiments.curve_measures import fit_run
+from rlvr.experiments.runner import load_curve
 from rlvr.experiments.spec import load
 
 WINDOW, FALL = 5, 0.03
@@ -69,15 +69,6 @@ def decide(curves: dict[str, dict]) -> dict:
             "curves": curves}
 
 
-def _curve(out: Path, exp, ev: str, model: str) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        return curve(load_stats(out, exp.evaluations[ev], model, None))
-    except FileNotFoundError as e:
-        raise GoError(f"no curve of {model} ({ev}): {e} is missing; run part 1 first") from None
-    except UserError as e:
-        raise GoError(f"{model} ({ev}): {e}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -87,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         curves = {}
         for ev, model in PILOTS:
-            C, R = _curve(args.out, exp, ev, model)
+            C, R = load_curve(args.out, exp.evaluations[ev], model, None)
             curves[model] = judge(C, R, *fit_run(C, R, None))
         report = decide(curves)
-    except GoError as e:
+    except (GoError, UserError) as e:
         print(f"scalerl_bend_v2_go: {e}", file=sys.stderr)
         return 2
     for name, c in report["curves"].items():

@@ -480,6 +480,21 @@ def load_stats(out: Path, ev: EvalSpec, model: str, seed: int | None, milestone:
     return json.loads(path.read_text())
 
 
+def load_curve(out: Path, ev: EvalSpec, model: str, seed: int | None) -> tuple:
+    """(C (N,), R (N,)): the held-out curve of ``model`` (RL seed ``seed``, None for an unseeded model)
+    from its dynamics cell under ``out``; a missing cell or a series too short is a UserError naming
+    the run and what to do."""
+    from rlvr.experiments.curve_measures import curve
+
+    name = model if seed is None else f"{model}-s{seed}"
+    try:
+        return curve(load_stats(out, ev, model, seed))
+    except FileNotFoundError as e:
+        raise UserError(f"no curve of {name} ({ev.name}): {e} is missing; run its part first") from None
+    except UserError as e:
+        raise UserError(f"{name} ({ev.name}): {e}") from None
+
+
 def trajectories(exp: Experiment, out: Path, seeds: int, built: dict[str, dict]) -> dict:
     """Token and answer entropy and pass@1 at each kept checkpoint of each RL model (evaluations
     with milestones), with the base's values: {eval: {model-seed: [{step, token, answer, pass1}]}}."""

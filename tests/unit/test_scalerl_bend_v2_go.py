@@ -89,4 +89,4 @@ def test_a_curve_still_rising_at_the_end_stops_the_claims(tmp_path):
 def test_a_missing_pilot_curve_is_named(tmp_path):
     write(tmp_path, "pilot_ref", sigmoid(2.0e5))
     done, _ = run(tmp_path)
-    assert done.returncode == 2 and "pilot_grpo" in done.stderr and "part 1" in done.stderr
+    assert done.returncode == 2 and "pilot_grpo" in done.stderr and "run its part first" in done.stderr

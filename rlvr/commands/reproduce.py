@@ -109,6 +109,24 @@ def list_experiments(plain: bool = False) -> None:
     print("\nrun one: rlvr reproduce NAME [--quick] [--part N] [--seeds N] [--out DIR] [--max-minutes M] [--jobs J]")
 
 
+def progress_lines(out) -> list[str]:
+    """What ``--status`` says of the RL runs begun and not finished under ``out``: each one's step of
+    its total, its last checkpoint and how long ago its log was written (over 5 minutes: not running
+    now; the part's command resumes it)."""
+    from rlvr.experiments.models import unfinished_runs
+
+    lines = []
+    for r in unfinished_runs(out):
+        total = f" of {r['steps']:,}" if isinstance(r["steps"], int) else ""
+        done = f" ({100 * r['step'] / r['steps']:.0f}%)" if isinstance(r["steps"], int) and r["step"] else ""
+        ck = f"checkpoint {r['checkpoint']:,}" if r["checkpoint"] is not None else "no checkpoint yet"
+        age = r["age_s"]
+        when = f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min" if age < 7200 else f"{age / 3600:.1f} h"
+        idle = "; not running now: the part's command resumes it" if age > 300 else ""
+        lines.append(f"  {r['model']}: step {r['step'] or 0:,}{total}{done}, {ck}, log written {when} ago{idle}")
+    return ["runs begun, not finished:", *lines] if lines else []
+
+
 def print_status(exp, out, seeds: int, plain: bool = False) -> int:
     """The table of ``--status``: per part, the cells ``out`` lacks (and how many of them are stale: on
     disk under another key), the declared minutes and the minutes its recorded legs took
@@ -145,6 +163,8 @@ def print_status(exp, out, seeds: int, plain: bool = False) -> int:
     todo = [r for r in left if state(r) == "to run"]
     print(f"{len(rows) - len(left)} of {len(rows)} parts done in {out}"
           + (f"; next: --part {todo[0]['part']}" if todo else ""))
+    for line in progress_lines(out):
+        print(line)
     stale = [str(r["part"]) for r in left if state(r) == "stale"]
     if stale:
         print(f"stale: part(s) {', '.join(stale)} have every missing cell on disk under another key (computed "

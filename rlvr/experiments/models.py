@@ -56,6 +56,48 @@ def model_id(name: str, seed: int | None) -> str:
     return name if seed is None else f"{name}-s{seed}"
 
 
+def _last_step(metrics: Path) -> int | None:
+    """The ``step`` of the last complete JSON line of a run's metrics.jsonl (None: none yet); reads
+    only the file's tail, so a long run's log costs nothing."""
+    with open(metrics, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - 65536))
+        lines = f.read().splitlines()
+    for line in reversed(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the line being written, or a cut first line of the tail
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            return row["step"]
+    return None
+
+
+def unfinished_runs(out: Path) -> list[dict]:
+    """The RL runs under ``OUT/models/`` begun and not finished (a ``run/metrics.jsonl``, no
+    ``done.json``), by folder name: {"model" (the folder: ``NAME[-sS]``), "step" (the last logged, None
+    before the first), "steps" (its config's ``train.steps``), "checkpoint" (the last good checkpoint's
+    step, where a killed run resumes; None before the first), "age_s" (seconds since its log was last
+    written: a running run's is a few seconds)}."""
+    import yaml
+
+    rows = []
+    root = out / "models"
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        metrics = d / "run" / "metrics.jsonl"
+        if (d / "done.json").exists() or not metrics.is_file():
+            continue
+        try:
+            steps = (yaml.safe_load((d / "run" / "config.yaml").read_text()) or {})["train"]["steps"]
+        except (OSError, KeyError, TypeError, yaml.YAMLError):
+            steps = None
+        last = latest_good_checkpoint(d / "run")
+        rows.append({"model": d.name, "step": _last_step(metrics), "steps": steps,
+                     "checkpoint": None if last is None else checkpoint_step(last),
+                     "age_s": max(0.0, time.time() - metrics.stat().st_mtime)})
+    return rows
+
+
 TEACHER_REF = "model:"
 """An on-policy distillation model's ``loss.teacher`` in its resolved config (and so in its key): the
 declared teacher's name after this prefix (a checkpoint path would differ between machines); the

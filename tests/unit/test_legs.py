@@ -162,3 +162,38 @@ def test_the_list_shows_a_parts_published_measured_minutes(tmp_path, monkeypatch
     two, three = out[start + 2], out[start + 3]
     assert "--part 2" in two and "(measured 12.3 on Zen family 23 model 49)" in two
     assert "--part 3" in three and "measured" not in three  # its last leg paused: not a part's cost
+
+
+def test_status_shows_the_runs_begun_and_not_finished(tmp_path):
+    """A run with a log and no done.json is listed with its last step of its config's total (a line cut
+    mid-write skipped), its last checkpoint and its log's age; a finished one and a folder without a
+    log are not; an old log says the run is not running now."""
+    import os
+
+    from rlvr.commands.reproduce import progress_lines
+    from rlvr.experiments.models import unfinished_runs
+
+    def run(name: str, steps: list[int], done: bool = False, tail: str = "") -> None:
+        d = tmp_path / "models" / name / "run"
+        d.mkdir(parents=True)
+        (d / "config.yaml").write_text("train:\n  steps: 400\n")
+        (d / "metrics.jsonl").write_text("".join(f'{{"step": {s}, "loss": 0.1}}\n' for s in steps) + tail)
+        if done:
+            (d.parent / "done.json").write_text("{}")
+
+    run("a-s0", [1, 2, 3], tail='{"step": 4, "lo')  # its 4th line half written
+    run("b-s1", [1, 2], done=True)
+    run("c", [1])
+    (tmp_path / "models" / "d").mkdir()
+    old = (tmp_path / "models" / "c" / "run" / "metrics.jsonl")
+    os.utime(old, (old.stat().st_atime, old.stat().st_mtime - 3600))
+    rows = unfinished_runs(tmp_path)
+    assert [(r["model"], r["step"], r["steps"], r["checkpoint"]) for r in rows] == [("a-s0", 3, 400, None),
+                                                                                   ("c", 1, 400, None)]
+    assert rows[0]["age_s"] < 60 and 3500 < rows[1]["age_s"] < 3700
+    lines = progress_lines(tmp_path)
+    assert lines[0] == "runs begun, not finished:"
+    assert lines[1].startswith("  a-s0: step 3 of 400 (1%), no checkpoint yet, log written")
+    assert "not running" not in lines[1]
+    assert lines[2].endswith("log written 60 min ago; not running now: the part's command resumes it")
+    assert progress_lines(tmp_path / "nothing") == []

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from rlvr.config import RunConfig, config_hash, load_config, to_dict
 from rlvr.errors import UserError
@@ -79,8 +80,6 @@ def unfinished_runs(out: Path) -> list[dict]:
     before the first), "steps" (its config's ``train.steps``), "checkpoint" (the last good checkpoint's
     step, where a killed run resumes; None before the first), "age_s" (seconds since its log was last
     written: a running run's is a few seconds)}."""
-    import yaml
-
     rows = []
     root = out / "models"
     for d in sorted(root.iterdir()) if root.is_dir() else []:

@@ -23,6 +23,7 @@ from rlvr.errors import UserError
 from rlvr.eval.retention import retention_task
 from rlvr.experiments.base_weights import agreed_weights, check_same_base, recorded_base_weights
 from rlvr.experiments.cells import cell_passk, cell_time
+from rlvr.experiments.curve_measures import curve
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
 from rlvr.experiments.evaluate import eval_cached, evaluate_model
 from rlvr.experiments.models import (
@@ -484,8 +485,6 @@ def load_curve(out: Path, ev: EvalSpec, model: str, seed: int | None) -> tuple:
     """(C (N,), R (N,)): the held-out curve of ``model`` (RL seed ``seed``, None for an unseeded model)
     from its dynamics cell under ``out``; a missing cell or a series too short is a UserError naming
     the run and what to do."""
-    from rlvr.experiments.curve_measures import curve
-
     name = model if seed is None else f"{model}-s{seed}"
     try:
         return curve(load_stats(out, ev, model, seed))

@@ -6,7 +6,8 @@ The rule: the pilot (pretraining seed 2, RL seed 0) trains the recipe (``pilot_r
 curve, the claims' own fit (R0 fixed to the first point, 200 case-bootstrap replicates, bent as in
 docs/methods/scaling_curves.md), is bent; and (b) *no fall*: the mean of the last 5 evaluations is at
 least the largest mean of any 5 consecutive evaluations minus 0.03. The run's length over the larger
-fitted C_mid is reported; below 10x it is a deviation the page states, not a stop.
+fitted C_mid is reported (where both fits bent; otherwise it is not defined); below 10x it is a
+deviation the page states, not a stop.
 
     python benchmarks/studies/scalerl_bend_v2_go.py OUT_DIR [--json go.json]
 
@@ -60,13 +61,13 @@ def judge(C: np.ndarray, R: np.ndarray, fit, boot) -> dict:
 
 
 def decide(curves: dict[str, dict]) -> dict:
-    """{name: judge(...)} of both pilots -> {"go", "ratio" (the length over the larger C_mid), "below_aim",
-    "curves"}."""
-    c_mid = max(c["C_mid"] for c in curves.values())
-    length = min(c["C_last"] for c in curves.values())
-    ratio = length / c_mid
-    return {"go": all(c["passes"] for c in curves.values()), "ratio": ratio, "below_aim": bool(ratio < AIM),
-            "curves": curves}
+    """{name: judge(...)} of both pilots -> {"go", "ratio" (the length over the larger C_mid; None when a
+    fit is not bent: its C_mid is then no midpoint of the data), "below_aim" (None likewise), "curves"}."""
+    ratio = None
+    if all(c["bent"] for c in curves.values()):
+        ratio = min(c["C_last"] for c in curves.values()) / max(c["C_mid"] for c in curves.values())
+    return {"go": all(c["passes"] for c in curves.values()), "ratio": ratio,
+            "below_aim": None if ratio is None else bool(ratio < AIM), "curves": curves}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
               f"C_mid {c['C_mid']:.3g} samples ({c['C_last'] / c['C_mid']:.1f}x to the end); "
               f"{'bent' if c['bent'] else 'NOT bent: ' + c['why_not_bent']}; best 5 {c['best5']:.3f}, last 5 "
               f"{c['last5']:.3f}, drop {c['drop']:+.3f} ({'FALLS' if c['falls'] else 'no fall'}, limit {FALL})")
-    print(f"length / larger C_mid: {report['ratio']:.1f}x"
-          + (f" (below the {AIM:.0f}x aim: a deviation the page states)" if report["below_aim"] else ""))
+    if report["ratio"] is None:
+        print("length / larger C_mid: not defined (a fit did not bend, so its C_mid is no midpoint of the data)")
+    else:
+        print(f"length / larger C_mid: {report['ratio']:.1f}x"
+              + (f" (below the {AIM:.0f}x aim: a deviation the page states)" if report["below_aim"] else ""))
     print("go: parts 2-10 run" if report["go"] else
           "stop: a pilot curve failed a test; no claim part runs, every claim reads not measured")
     if args.json:

@@ -9,9 +9,10 @@ least the largest mean of any 5 consecutive evaluations minus 0.03. The run's le
 fitted C_mid is reported (where both fits bent; otherwise it is not defined); below 10x it is a
 deviation the page states, not a stop.
 
-    python benchmarks/studies/scalerl_bend_v2_go.py OUT_DIR [--json go.json]
+    python benchmarks/studies/scalerl_bend_v2_go.py OUT_DIR [--experiment scalerl_bend_v3] [--json go.json]
 
-OUT_DIR is the experiment's output folder (``rlvr reproduce scalerl_bend_v2 --out OUT_DIR``). A missing
+OUT_DIR is the experiment's output folder (``rlvr reproduce scalerl_bend_v2 --out OUT_DIR``);
+``--experiment`` names a later declaration that adopted the same rule and pilot names (scalerl_bend_v3). A missing
 curve is an error naming it (exit 2). Prints each curve's tests (with A's bootstrap interval) and the
 decision; ``--json`` writes the same. Exit 0 whether the decision is go or stop.
 """
@@ -73,10 +74,15 @@ def decide(curves: dict[str, dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
+    parser.add_argument("--experiment", default="scalerl_bend_v2",
+                        help="the declaration whose pilot to judge (default scalerl_bend_v2)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    exp = load("scalerl_bend_v2")
     try:
+        exp = load(args.experiment)
+        lacking = [ev for ev, _ in PILOTS if ev not in exp.evaluations]
+        if lacking:
+            raise GoError(f"{args.experiment} declares no evaluation {lacking[0]!r}: not a declaration with this pilot")
         curves = {}
         for ev, model in PILOTS:
             C, R = load_curve(args.out, exp.evaluations[ev], model, None)

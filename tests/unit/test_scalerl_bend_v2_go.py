@@ -91,3 +91,12 @@ def test_a_missing_pilot_curve_is_named(tmp_path):
     write(tmp_path, "pilot_ref", sigmoid(2.0e5))
     done, _ = run(tmp_path)
     assert done.returncode == 2 and "pilot_grpo" in done.stderr and "run its part first" in done.stderr
+
+
+def test_another_declaration_needs_the_pilots_evaluations(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--experiment", "scalerl_bend"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "declares no evaluation 'c_pilot_grpo'" in done.stderr
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--experiment", "nosuch"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown experiment 'nosuch'" in done.stderr

@@ -60,6 +60,7 @@ class PromptSampler:
         self.problems, self.seed = problems, seed
         self.epoch, self.pos = 0, 0
         self._order = self._shuffle(0)
+        self._warned_exhausted = False  # the all-retired warning is said once, not every step
 
     def _shuffle(self, epoch: int) -> list[int]:
         order = list(range(len(self.problems)))
@@ -67,10 +68,14 @@ class PromptSampler:
         return order
 
     def next(self, n: int, retired: frozenset[str] = frozenset()) -> list[Problem]:
-        """The next ``n`` problems not in ``retired``; warns and repeats if fewer remain active."""
+        """The next ``n`` problems not in ``retired``; repeats if fewer remain active, and when none does
+        reuses them all, warning the first time (the run's ``retired_prompts`` metric shows it after)."""
         active = len(self.problems) - len(retired)
         if active <= 0:
-            warn("every training prompt is retired (No-Positive-Resampling); reusing all prompts")
+            if not self._warned_exhausted:
+                warn(f"every training prompt ({len(self.problems):,}) is retired (No-Positive-Resampling); reusing "
+                     "all prompts from now on (said once; the metric retired_prompts shows the pool)")
+                self._warned_exhausted = True
             retired = frozenset()
         out: list[Problem] = []
         while len(out) < n:

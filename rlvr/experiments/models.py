@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
 from rlvr.config import RunConfig, config_hash, load_config, to_dict
 from rlvr.errors import UserError
@@ -87,8 +86,8 @@ def unfinished_runs(out: Path) -> list[dict]:
         if (d / "done.json").exists() or not metrics.is_file():
             continue
         try:
-            steps = (yaml.safe_load((d / "run" / "config.yaml").read_text()) or {})["train"]["steps"]
-        except (OSError, KeyError, TypeError, yaml.YAMLError):
+            steps = load_config(str(d / "run" / "config.yaml")).train.steps
+        except UserError:  # its config missing or unreadable: the step without its total
             steps = None
         last = latest_good_checkpoint(d / "run")
         rows.append({"model": d.name, "step": _last_step(metrics), "steps": steps,

@@ -485,7 +485,7 @@ def load_curve(out: Path, ev: EvalSpec, model: str, seed: int | None) -> tuple:
     """(C (N,), R (N,)): the held-out curve of ``model`` (RL seed ``seed``, None for an unseeded model)
     from its dynamics cell under ``out``; a missing cell or a series too short is a UserError naming
     the run and what to do."""
-    name = model if seed is None else f"{model}-s{seed}"
+    name = model_id(model, seed)
     try:
         return curve(load_stats(out, ev, model, seed))
     except FileNotFoundError as e:

@@ -185,15 +185,19 @@ def test_status_shows_the_runs_begun_and_not_finished(tmp_path):
     run("b-s1", [1, 2], done=True)
     run("c", [1])
     (tmp_path / "models" / "d").mkdir()
+    run("e", [7])
+    (tmp_path / "models" / "e" / "run" / "config.yaml").write_text("train: [")  # unreadable: no total
     old = (tmp_path / "models" / "c" / "run" / "metrics.jsonl")
     os.utime(old, (old.stat().st_atime, old.stat().st_mtime - 3600))
     rows = unfinished_runs(tmp_path)
     assert [(r["model"], r["step"], r["steps"], r["checkpoint"]) for r in rows] == [("a-s0", 3, 400, None),
-                                                                                   ("c", 1, 400, None)]
+                                                                                   ("c", 1, 400, None),
+                                                                                   ("e", 7, None, None)]
     assert rows[0]["age_s"] < 60 and 3500 < rows[1]["age_s"] < 3700
     lines = progress_lines(tmp_path)
     assert lines[0] == "runs begun, not finished:"
     assert lines[1].startswith("  a-s0: step 3 of 400 (1%), no checkpoint yet, log written")
     assert "not running" not in lines[1]
     assert lines[2].endswith("log written 60 min ago; not running now: the part's command resumes it")
+    assert lines[3].startswith("  e: step 7, no checkpoint yet")
     assert progress_lines(tmp_path / "nothing") == []

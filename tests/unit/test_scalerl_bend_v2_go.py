@@ -100,3 +100,14 @@ def test_another_declaration_needs_the_pilots_evaluations(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--experiment", "nosuch"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "unknown experiment 'nosuch'" in done.stderr
+
+
+def test_a_curve_too_short_to_judge_is_named(tmp_path):
+    write(tmp_path, "pilot_ref", sigmoid(2.0e5))
+    d = tmp_path / "evals" / "dynamics" / "pilot_grpo"
+    d.mkdir(parents=True)
+    (d / "stats.json").write_text(json.dumps({"kind": "dynamics", "series": {
+        "samples": [512, 1024], "heldout_pass_rate": [0.2, 0.3]}}))
+    done, _ = run(tmp_path)
+    assert done.returncode == 2 and not (tmp_path / "go.json").exists()
+    assert "pilot_grpo (c_pilot_grpo): only 2 held-out evaluations" in done.stderr

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from rlvr.log import warn
-from rlvr.machine import cpu_info
+from rlvr.machine import cpu_info, kernel_limits, kernels
 from rlvr.paths import atomic_write, cache_root
 
 FORMAT = 3  # bump when the measurement changes: old cache files are then measured again
@@ -42,11 +42,17 @@ INVALIDATE = 2.0
 
 
 def cache_key(spec: dict) -> dict:
-    """What a measurement depends on: the CPU, the torch version and threads, the workload."""
+    """What a measurement depends on: the CPU, the kernels torch and its libraries may use there (a
+    measurement with native bf16 says nothing of a process held to AVX2), the torch version and
+    threads, the workload."""
     cpu = cpu_info()
-    return {"format": FORMAT, "cpu": cpu["model_name"], "family": cpu["family"], "model": cpu["model"],
-            "flags": cpu["flags"], "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "workload": spec}
+    key = {"format": FORMAT, "cpu": cpu["model_name"], "family": cpu["family"], "model": cpu["model"],
+           "flags": cpu["flags"], "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "workload": spec}
+    held = kernel_limits()
+    if held:  # only then: the keys (and the files) of ordinary processes stay what they were
+        key["kernels"] = {"level": kernels(), **held}
+    return key
 
 
 def _path(prefix: str, key: dict) -> Path:

@@ -62,7 +62,7 @@ def _tiny_checkpoint(d: Path, dtype: str = "auto") -> Path:
 def test_machine_info_keys_and_types():
     info = machine_info("float32")
     assert set(info) == {"cpu", "cpu_family", "cpu_model", "flags", "logical_cores", "torch_threads", "torch",
-                         "python", "cuda_device", "precision"}
+                         "python", "cuda_device", "precision", "kernels", "kernel_limits"}
     assert isinstance(info["cpu"], str) and info["cpu"]
     assert info["cpu_family"] is None or isinstance(info["cpu_family"], int)
     assert info["cpu_model"] is None or isinstance(info["cpu_model"], int)
@@ -75,6 +75,30 @@ def test_machine_info_keys_and_types():
     line = machine_line(info)
     assert info["cpu"] in line and "precision float32" in line and f"torch {torch.__version__}" in line
     assert machine_line(None) == "machine not recorded"
+
+
+def test_kernels_held_down_are_recorded_shown_and_keyed(monkeypatch):
+    """A process whose kernels are held to AVX2 says so in its line, and its bf16 measurement is kept
+    apart from the CPU's native one (the 7x slower bf16 of docs/performance.md's AVX2 stand-in)."""
+    from rlvr.machine import KERNEL_ENV, kernel_limits
+    from rlvr.model.precision_cache import cache_key
+
+    for k in KERNEL_ENV:
+        monkeypatch.delenv(k, raising=False)
+    plain = machine_info("float32")
+    assert plain["kernel_limits"] == {} and "held" not in machine_line(plain)
+    native_key = cache_key({"w": 1})
+    assert "kernels" not in native_key  # ordinary processes keep their cached measurements
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    assert kernel_limits() == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    held = machine_info("float32")
+    line = machine_line({**held, "kernels": "AVX2"})
+    assert "kernels AVX2 (held: ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2)" in line
+    assert line.index("torch threads") < line.index("kernels AVX2") < line.index("torch 2")
+    assert cache_key({"w": 1}) != native_key and cache_key({"w": 1})["kernels"]["ATEN_CPU_CAPABILITY"] == "avx2"
+    old = {k: v for k, v in held.items() if k not in ("kernels", "kernel_limits")}  # a record before the field
+    assert "kernels" not in machine_line(old)
 
 
 def test_cpu_info_reads_the_first_processor_and_falls_back(tmp_path):

@@ -103,11 +103,17 @@ def machine_line(info: dict | None) -> str:
     return ", ".join(parts)
 
 
+def held_note(level: str, held: dict[str, str]) -> str:
+    """``"kernels AVX2 (held: ATEN_CPU_CAPABILITY=avx2)"`` where variables held kernels down (``held``:
+    :func:`kernel_limits`), else ""."""
+    if not held:
+        return ""
+    settings = ", ".join(f"{k}={v}" for k, v in held.items())
+    return " ".join(["kernels", *([level] if level else []), f"(held: {settings})"])
+
+
 def _held(info: dict) -> list[str]:
     """The line's kernel part: only where variables held kernels down (an ordinary run's line, and
     records older than the field, are unchanged)."""
-    held = info.get("kernel_limits") or {}
-    if not held:
-        return []
-    level = f"kernels {info['kernels']} " if info.get("kernels") else "kernels "
-    return [level + "(held: " + ", ".join(f"{k}={v}" for k, v in held.items()) + ")"]
+    note = held_note(info.get("kernels") or "", info.get("kernel_limits") or {})
+    return [note] if note else []

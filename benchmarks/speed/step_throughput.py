@@ -179,11 +179,15 @@ def summary(results: list[dict], warmup: int, threads: int) -> dict:
 
 # ----------------------------------------------------------------------------- the run
 def cpu_line() -> str:
-    from rlvr.machine import cpu_info
+    """The CPU's name, family/model and speed-deciding flags, plus the variables holding kernels below
+    those flags where any is set (the flags then say what the CPU has, not what ran)."""
+    from rlvr.machine import cpu_info, held_note, kernel_limits, kernels
 
     cpu = cpu_info()
     flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in cpu["flags"]]
-    return f"{cpu['model_name']} (family {cpu['family']} model {cpu['model']}; {' '.join(flags) or 'no avx2'})"
+    note = held_note(kernels(), kernel_limits())
+    note = f"; {note}" if note else ""
+    return f"{cpu['model_name']} (family {cpu['family']} model {cpu['model']}; {' '.join(flags) or 'no avx2'}){note}"
 
 
 def run_child(root: Path, out: Path, args, overrides: list[str]) -> dict:

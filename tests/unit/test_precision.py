@@ -80,7 +80,7 @@ def test_machine_info_keys_and_types():
 def test_kernels_held_down_are_recorded_shown_and_keyed(monkeypatch):
     """A process whose kernels are held to AVX2 says so in its line, and its bf16 measurement is kept
     apart from the CPU's native one (the 7x slower bf16 of docs/performance.md's AVX2 stand-in)."""
-    from rlvr.machine import KERNEL_ENV, kernel_limits
+    from rlvr.machine import KERNEL_ENV, held_note, kernel_limits
     from rlvr.model.precision_cache import cache_key
 
     for k in KERNEL_ENV:
@@ -99,6 +99,7 @@ def test_kernels_held_down_are_recorded_shown_and_keyed(monkeypatch):
     assert cache_key({"w": 1}) != native_key and cache_key({"w": 1})["kernels"]["ATEN_CPU_CAPABILITY"] == "avx2"
     old = {k: v for k, v in held.items() if k not in ("kernels", "kernel_limits")}  # a record before the field
     assert "kernels" not in machine_line(old)
+    assert held_note("", {"MKL_CBWR": "AVX2"}) == "kernels (held: MKL_CBWR=AVX2)" and held_note("AVX2", {}) == ""
 
 
 def test_cpu_info_reads_the_first_processor_and_falls_back(tmp_path):

@@ -32,6 +32,16 @@ def open_cell(out: Path, key: str) -> dict | None:
     return None
 
 
+def cell_state(out: Path, key: str | None) -> str:
+    """"cached" (``out`` holds finished statistics under ``key``), "stale" (finished under another key:
+    computed under an older declaration or code; with ``key`` None, whatever it holds cannot be
+    current, e.g. the evaluation of a model not on disk) or "absent" (nothing finished)."""
+    if not (out / "stats.json").exists():
+        return "absent"
+    key_file = out / "key"
+    return "cached" if key is not None and key_file.exists() and key_file.read_text() == key else "stale"
+
+
 def finish_cell(out: Path, stats: dict) -> dict:
     """Write a finished cell: ``out/stats.json``, then ``out/computed_at`` (ISO 8601 UTC) -> stats."""
     atomic_write(out / "stats.json", json.dumps(stats))

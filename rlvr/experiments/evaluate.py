@@ -101,11 +101,6 @@ def gold_nll(model_dir: str | Path, cfg: RunConfig, problems: list, task=None) -
                                             env_spans=spans if any(spans) else None)]
 
 
-def eval_cached(out: Path, key: str) -> bool:
-    """Whether :func:`evaluate_model` would only read this cell's statistics back."""
-    return (out / "stats.json").exists() and (out / "key").exists() and (out / "key").read_text() == key
-
-
 def evaluate_model(model_dir: str | Path, base_dir: str | Path, cfg: RunConfig, task, n_problems: int, n: int,
                    temperature: float, top_p: float, perplexity: int, seed: int, out: Path, key: str = "",
                    on_chunk: Callable[[int, int], None] | None = None, offset: int = 0,

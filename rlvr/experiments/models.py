@@ -223,6 +223,14 @@ def model_cached(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, 
     return _done(out / "models" / model_id(spec.name, seed), _key(cfg, spec, start_id, teacher_id)) is not None
 
 
+def model_state(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict]) -> str:
+    """"cached" (:func:`model_cached`), "stale" (a finished model sits in its folder under another key:
+    computed under an older declaration or code) or "absent"."""
+    if model_cached(exp, spec, seed, out, built):
+        return "cached"
+    return "stale" if (out / "models" / model_id(spec.name, seed) / "done.json").exists() else "absent"
+
+
 def build_model(exp: Experiment, spec: ModelSpec, seed: int | None, out: Path, built: dict[str, dict],
                 progress: str = "none", stop_at: float | None = None) -> dict:
     """Train (or reuse) one model -> {"path", "milestones", "wall_s", "key"}. ``built`` maps model

@@ -22,10 +22,10 @@ from rlvr.config import config_hash
 from rlvr.errors import UserError
 from rlvr.eval.retention import retention_task
 from rlvr.experiments.base_weights import agreed_weights, check_same_base, recorded_base_weights
-from rlvr.experiments.cells import cell_passk, cell_time
+from rlvr.experiments.cells import cell_passk, cell_state, cell_time
 from rlvr.experiments.curve_measures import curve
 from rlvr.experiments.dynamics_eval import evaluate_dynamics
-from rlvr.experiments.evaluate import eval_cached, evaluate_model
+from rlvr.experiments.evaluate import evaluate_model
 from rlvr.experiments.models import (
     RunPaused,
     base_identity,
@@ -34,6 +34,7 @@ from rlvr.experiments.models import (
     model_cached,
     model_config,
     model_id,
+    model_state,
 )
 from rlvr.experiments.replicates import pretrain_index, pretrain_seeded, reference_base
 from rlvr.experiments.spec import EvalSpec, Experiment
@@ -244,7 +245,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                     bar.update(1)
                     continue
                 if ((c.model in slow or cached_only or over_budget())
-                        and not model_cached(exp, exp.models[c.model], c.seed, out, built)):
+                        and (state := model_state(exp, spec, c.seed, out, built)) != "cached"):
                     if c.model in slow:  # not on disk, and this machine does not train it
                         failed[c.model] = slow[c.model]
                     elif not cached_only:
@@ -252,7 +253,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
                         break
                     else:
                         missing += 1
-                        stale += (out / "models" / model_id(c.model, c.seed) / "done.json").exists()
+                        stale += state == "stale"
                     bar.update(1)
                     continue
                 if spec.kind != "base" and not model_cached(exp, spec, c.seed, out, built):
@@ -277,19 +278,20 @@ def run_experiment(exp: Experiment, out: Path, seeds: int, progress: str = "auto
     if cached_only:  # a model not on disk: its evaluations are not on disk either (milestones unknown: 1 each)
         absent = _eval_cells(exp, seeds, _absent(exp, cells, built), evals, parts)
         missing += len(absent)
-        stale += sum((eval_dir(out, exp.evaluations[c.eval], c.model, c.seed) / "stats.json").exists()
+        stale += sum(cell_state(eval_dir(out, exp.evaluations[c.eval], c.model, c.seed), None) == "stale"
                      for c in absent)
     bar = Progress(len(ecells), f"reproduce {exp.name}: evaluations", progress)
     try:
         for c in ecells:
             folder, key = _eval_target(exp, c, out, built)[-2:]
-            cached = eval_cached(folder, key)
+            state = cell_state(folder, key)
+            cached = state == "cached"
             if (cached_only or over_budget()) and not cached:
                 if not cached_only:
                     stopped = True
                     break
                 missing += 1
-                stale += (folder / "stats.json").exists()
+                stale += state == "stale"
                 bar.update(1)
                 continue
             if not cached:
@@ -459,7 +461,7 @@ def _run_eval(exp: Experiment, c: Cell, out: Path, built: dict[str, dict], on_ch
     path, cfg, d, key = _eval_target(exp, c, out, built)
     info = built[model_id(c.model, c.seed)]
     reference = built[reference_base(exp.models, c.model)]  # each pretraining seed's own base
-    if info.get("restored") and not Path(path).exists() and not eval_cached(d, key):
+    if info.get("restored") and not Path(path).exists() and cell_state(d, key) != "cached":
         raise UserError(f"{c.id}: the model's record was restored from {info['restored']} (--resume-published) "
                         f"without its weights, and this evaluation is not among the published cells; delete "
                         f"{out / 'models' / model_id(c.model, c.seed)} to train it again")

@@ -12,7 +12,7 @@ import pytest
 
 from rlvr.experiments import provenance as pv
 from rlvr.experiments.archive import restore_archive, save_archive
-from rlvr.experiments.cells import cell_time, finish_cell
+from rlvr.experiments.cells import cell_state, cell_time, finish_cell, open_cell
 from rlvr.experiments.claims import counts
 
 CLAIM = ("  - {{id: {id}, claim: c, paper: p, measure: passk_diff, args: {{eval: {ev}, model: rl, against: base, "
@@ -107,6 +107,18 @@ def test_a_cell_records_when_it_was_computed_and_its_record_keeps_it(tmp_path):
     record.write_bytes(gzip.compress(json.dumps({k: v for k, v in rec.items() if k != "computed_at"}).encode()))
     restore_archive(tmp_path / "cells", tmp_path / "third")
     assert cell_time(tmp_path / "third" / "evals" / "p" / "rl-s0") is None
+
+
+def test_a_cells_state_is_cached_stale_or_absent(tmp_path):
+    cell = tmp_path / "evals" / "p" / "rl-s0"
+    assert cell_state(cell, "k1") == "absent"
+    assert open_cell(cell, "k1") is None and cell_state(cell, "k1") == "absent"  # begun, not finished
+    finish_cell(cell, {"n": 1})
+    assert cell_state(cell, "k1") == "cached"
+    assert cell_state(cell, "k2") == "stale"  # finished under another declaration or code
+    assert cell_state(cell, None) == "stale"  # no key can be current (its model is not on disk)
+    (cell / "key").unlink()
+    assert cell_state(cell, "k1") == "stale"  # finished, its key unknown: never read back as current
 
 
 def test_the_cells_a_claim_reads():

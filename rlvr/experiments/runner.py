@@ -129,11 +129,19 @@ def model_cells(exp: Experiment, seeds: int, evals: tuple[str, ...] | None = Non
     return [Cell("model", m, s) for m in exp.models if m in need for s in seeds_of(exp, m, seeds)]
 
 
+def in_part_seeds(exp: Experiment, part: int, model: str, seed: int | None) -> bool:
+    """Whether ``part`` names (or does not limit) ``model``'s ``seed``. A part's seeds are positions
+    0..seeds-1, as the declaration checks them: a model declared ``first_seed: 3`` runs seeds 3, 4, 5,
+    so a part's ``seeds: [0]`` is its seed 3."""
+    only = exp.part_seeds(part)
+    return not only or seed is None or seed - exp.models[model].first_seed in only
+
+
 def in_parts(exp: Experiment, parts: tuple[int, ...] | None, ev: str, model: str, seed: int | None) -> bool:
     """Whether evaluation ``ev`` of ``model`` at ``seed`` is a cell of one of ``parts`` (None: all):
     the part runs ``ev`` and names (or does not limit) that seed and that pretraining seed."""
     return parts is None or any(
-        ev in exp.part_evaluations(p) and (not exp.part_seeds(p) or seed is None or seed in exp.part_seeds(p))
+        ev in exp.part_evaluations(p) and in_part_seeds(exp, p, model, seed)
         and in_pretrain_seeds(exp, model, exp.part_pretrain_seeds(p)) for p in parts)
 
 
@@ -146,9 +154,8 @@ def part_cells(exp: Experiment, seeds: int, parts: tuple[int, ...] | None) -> tu
     cells: list[Cell] = []
     for p in parts:
         evals = exp.part_evaluations(p)  # checks p
-        only = exp.part_seeds(p)
         for c in model_cells(exp, seeds, evals, exp.part_pretrain_seeds(p)):
-            if (not only or c.seed is None or c.seed in only) and c not in cells:
+            if in_part_seeds(exp, p, c.model, c.seed) and c not in cells:
                 cells.append(c)
     return cells, tuple(dict.fromkeys(e for p in parts for e in exp.part_evaluations(p)))
 

@@ -251,7 +251,8 @@ class PartSpec:
     minutes: float = 0.0
     """Measured wall minutes."""
     seeds: tuple[int, ...] = ()
-    """Train and evaluate only these seeds of the seeded models (empty: every seed)."""
+    """Train and evaluate only these seeds of the seeded models (empty: every seed): positions
+    0..seeds-1, counted from each model's ``first_seed``."""
     pretrain_seeds: tuple[int, ...] = ()
     """Train and evaluate only these pretraining seeds' models (the copies ``NAME@pP`` of the models built
     from a pretrain-seeded base, :mod:`rlvr.experiments.replicates`; 0: the models as declared) (empty:

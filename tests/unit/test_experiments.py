@@ -584,6 +584,18 @@ def test_a_fresh_replication_declares_seeds_no_earlier_run_used():
                       "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["base", "rl"]}},
                       "claims": []}, "x")
     assert seeds_of(exp, "rl", 3) == [3, 4, 5] and seeds_of(exp, "base", 3) == [None]
+    from rlvr.experiments.runner import in_parts, part_cells
+
+    # a part's seeds are positions from first_seed (what the declaration checks), not absolute seeds:
+    # seeds: [0] of a model declared first_seed: 3 is its seed 3 (it once selected nothing, silently)
+    split = spec.parse({"name": "x", "title": "t", "seeds": 2, "models": {
+        "base": {"kind": "base"}, "rl": {"kind": "rl", "seeded": True, "first_seed": 3},
+        "old": {"kind": "rl", "seeded": True}},
+        "evaluations": {"e": {"temperature": 1.0, "n": 4, "problems": 2, "models": ["rl", "old"]}},
+        "parts": [{"evaluations": ["e"], "seeds": [0]}, {"evaluations": ["e"], "seeds": [1]}], "claims": []}, "x")
+    assert [c.id for c in part_cells(split, 2, (1,))[0]] == ["model base", "model rl-s3", "model old-s0"]
+    assert [c.id for c in part_cells(split, 2, (2,))[0]] == ["model base", "model rl-s4", "model old-s1"]
+    assert in_parts(split, (2,), "e", "rl", 4) and not in_parts(split, (2,), "e", "rl", 1)
     with pytest.raises(UserError, match="models.b.first_seed: only a seeded model"):
         spec.parse({"name": "x", "title": "t", "models": {"base": {"kind": "base"}, "b": {"kind": "rl",
                                                                                           "first_seed": 3}},

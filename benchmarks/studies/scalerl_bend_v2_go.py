@@ -71,6 +71,14 @@ def decide(curves: dict[str, dict]) -> dict:
             "below_aim": None if ratio is None else bool(ratio < AIM), "curves": curves}
 
 
+def ratio_line(report: dict) -> str:
+    """The printed line of :func:`decide`'s length over the larger C_mid."""
+    if report["ratio"] is None:
+        return "length / larger C_mid: not defined (a fit did not bend, so its C_mid is no midpoint of the data)"
+    return (f"length / larger C_mid: {report['ratio']:.1f}x"
+            + (f" (below the {AIM:.0f}x aim: a deviation the page states)" if report["below_aim"] else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -96,11 +104,7 @@ def main(argv: list[str] | None = None) -> int:
               f"C_mid {c['C_mid']:.3g} samples ({c['C_last'] / c['C_mid']:.1f}x to the end); "
               f"{'bent' if c['bent'] else 'NOT bent: ' + c['why_not_bent']}; best 5 {c['best5']:.3f}, last 5 "
               f"{c['last5']:.3f}, drop {c['drop']:+.3f} ({'FALLS' if c['falls'] else 'no fall'}, limit {FALL})")
-    if report["ratio"] is None:
-        print("length / larger C_mid: not defined (a fit did not bend, so its C_mid is no midpoint of the data)")
-    else:
-        print(f"length / larger C_mid: {report['ratio']:.1f}x"
-              + (f" (below the {AIM:.0f}x aim: a deviation the page states)" if report["below_aim"] else ""))
+    print(ratio_line(report))
     print("go: parts 2-10 run" if report["go"] else
           "stop: a pilot curve failed a test; no claim part runs, every claim reads not measured")
     if args.json:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scalerl_bend_v2_go: the tests (a) and (b)
-from scalerl_bend_v2_go import AIM, WINDOW, GoError  # noqa: E402
+from scalerl_bend_v2_go import AIM, WINDOW, GoError, ratio_line  # noqa: E402
 from scalerl_bend_v2_go import judge as judge_v2  # noqa: E402
 
 from rlvr.errors import UserError  # noqa: E402
@@ -142,11 +142,7 @@ def print_pilots(report: dict) -> None:
               f"({'FALLS' if c['falls'] else 'no fall'}, limit 0.03); (c) deepest dip {c['dip']:.3f} "
               f"({'DIPS' if c['dips'] else 'no dip'}, limit {DIP}); (d) retired {c['retired']:,} of {POOL:,} "
               f"({c['retired_frac']:.0%}; {'DRAINED' if c['drained'] else 'holds'}, limit {HOLD:.0%})")
-    if report["ratio"] is None:
-        print("length / larger C_mid: not defined (a fit did not bend, so its C_mid is no midpoint of the data)")
-    else:
-        print(f"length / larger C_mid: {report['ratio']:.1f}x"
-              + (f" (below the {AIM:.0f}x aim: a deviation the page states)" if report["below_aim"] else ""))
+    print(ratio_line(report))
     print("go: parts 2-6 run" if report["go"] else
           "stop: a pilot curve failed a test; no claim part runs, every claim reads not measured")
 

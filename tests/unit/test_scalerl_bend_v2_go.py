@@ -4,7 +4,6 @@ evaluations to its last 5) against hand sums and curves whose verdict is known b
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,35 +12,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "scalerl_bend_v2_go.py"
+from tests.unit import go_curves
+
+SCRIPT = go_curves.STUDIES / "scalerl_bend_v2_go.py"
 STEPS = np.arange(0, 4001, 40)
 C = (512 * np.maximum(STEPS, 1)).astype(float)  # the first point at one step's samples (ln C finite)
 
 
 def module():
-    spec = importlib.util.spec_from_file_location("scalerl_bend_v2_go", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return go_curves.load(SCRIPT)
 
 
 def sigmoid(c_mid: float, A: float = 0.8, R0: float = 0.2, B: float = 1.2) -> np.ndarray:
-    """R (101,) on C, with a small deterministic wiggle (a fit needs residuals)."""
-    R = R0 + (A - R0) / (1 + (c_mid / C) ** B)
-    return R + 0.004 * np.sin(np.arange(C.size) * 1.7)
+    """R (101,) on C."""
+    return go_curves.sigmoid(C, c_mid, A, R0, B)
 
 
 def write(out: Path, model: str, R: np.ndarray) -> None:
-    d = out / "evals" / "dynamics" / model
-    d.mkdir(parents=True)
-    (d / "stats.json").write_text(json.dumps({"kind": "dynamics", "series": {
-        "samples": C.tolist(), "heldout_pass_rate": R.tolist()}}))
+    go_curves.write_curve(out, model, C, R)
 
 
-def run(out: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), "--json", str(out / "go.json")],
-                          capture_output=True, text=True)
-    return done, (json.loads((out / "go.json").read_text()) if done.returncode == 0 else {})
+def run(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    return go_curves.run_script(SCRIPT, out, *extra)
 
 
 def test_fall_against_hand_sums():

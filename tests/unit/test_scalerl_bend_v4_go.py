@@ -5,7 +5,6 @@ scalerl_bend_v3's rule."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,29 +13,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "studies" / "scalerl_bend_v4_go.py"
+from tests.unit import go_curves
+
+SCRIPT = go_curves.STUDIES / "scalerl_bend_v4_go.py"
 STEPS = np.arange(0, 641, 10)
 C = (512 * np.maximum(STEPS, 1)).astype(float)  # the first point at one step's samples (ln C finite)
 
 
 def module():
-    spec = importlib.util.spec_from_file_location("scalerl_bend_v4_go", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return go_curves.load(SCRIPT)
 
 
 def sigmoid(c_mid: float, A: float = 0.9, R0: float = 0.25, B: float = 1.5) -> np.ndarray:
-    """R (65,) on C, with a small deterministic wiggle (a fit needs residuals)."""
-    R = R0 + (A - R0) / (1 + (c_mid / C) ** B)
-    return R + 0.004 * np.sin(np.arange(C.size) * 1.7)
+    """R (65,) on C."""
+    return go_curves.sigmoid(C, c_mid, A, R0, B)
 
 
 def write(out: Path, model: str, R: np.ndarray, retired: int | None = 20_000) -> None:
-    d = out / "evals" / "dynamics" / model
-    d.mkdir(parents=True)
-    (d / "stats.json").write_text(json.dumps({"kind": "dynamics", "series": {
-        "samples": C.tolist(), "heldout_pass_rate": R.tolist()}}))
+    """The curve, and (unless retired is None) a metrics log whose last retired count is `retired`."""
+    go_curves.write_curve(out, model, C, R)
     if retired is not None:
         run = out / "models" / model / "run"
         run.mkdir(parents=True)
@@ -46,9 +41,7 @@ def write(out: Path, model: str, R: np.ndarray, retired: int | None = 20_000) ->
 
 
 def run(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), "--json", str(out / "go.json"), *extra],
-                          capture_output=True, text=True)
-    return done, (json.loads((out / "go.json").read_text()) if done.returncode == 0 else {})
+    return go_curves.run_script(SCRIPT, out, *extra)
 
 
 def test_dip_against_hand_sums():

@@ -61,6 +61,7 @@ class PromptSampler:
         self.epoch, self.pos = 0, 0
         self._order = self._shuffle(0)
         self._warned_exhausted = False  # the all-retired warning is said once, not every step
+        self._warned_short = False  # so is the fewer-active-than-a-batch one
 
     def _shuffle(self, epoch: int) -> list[int]:
         order = list(range(len(self.problems)))
@@ -68,17 +69,37 @@ class PromptSampler:
         return order
 
     def next(self, n: int, retired: frozenset[str] = frozenset()) -> list[Problem]:
-        """The next ``n`` problems not in ``retired``; repeats if fewer remain active, and when none does
-        reuses them all, warning the first time (the run's ``retired_prompts`` metric shows it after)."""
+        """The next ``n`` problems not in ``retired``, in the seeded epoch order.
+
+        Retirement leaving fewer than ``n`` active prompts: the next pass over them is repeated to fill
+        the batch, and a warning says so once; none active: every prompt is reused, with its own warning once
+        (the run's ``retired_prompts`` metric shows the pool after). Reading a batch costs at most about
+        one epoch's walk whatever the pool: before, one active prompt in 34,000 cost a walk and a shuffle
+        per problem of the batch (about 3 s a step, measured in docs/methods/advantages.md)."""
         active = len(self.problems) - len(retired)
+        if active < n:  # the cheap bound says short: count exactly (ids outside the pool only lower the bound)
+            active = sum(p.id not in retired for p in self.problems)
         if active <= 0:
             if not self._warned_exhausted:
                 warn(f"every training prompt ({len(self.problems):,}) is retired (No-Positive-Resampling); reusing "
                      "all prompts from now on (said once; the metric retired_prompts shows the pool)")
                 self._warned_exhausted = True
-            retired = frozenset()
+            retired, active = frozenset(), len(self.problems)
+        if not active < min(n, len(self.problems)):
+            return self._walk(n, retired)  # enough active, or a small pool none retired (the walk repeats it)
+        if not self._warned_short:
+            warn(f"only {active:,} of {len(self.problems):,} training prompts are not retired "
+                 f"(No-Positive-Resampling), fewer than the {n} a step draws: each batch repeats them (said "
+                 "once; the metric retired_prompts shows the pool)")
+            self._warned_short = True
+        out = self._walk(active, retired)
+        return [out[i % active] for i in range(n)]
+
+    def _walk(self, k: int, retired: frozenset[str]) -> list[Problem]:
+        """The next ``k`` problems not in ``retired`` along the epoch orders (with k at most the active
+        count, the walk ends within the rest of this epoch and the next)."""
         out: list[Problem] = []
-        while len(out) < n:
+        while len(out) < k:
             if self.pos >= len(self._order):
                 self.epoch, self.pos = self.epoch + 1, 0
                 self._order = self._shuffle(self.epoch)

@@ -39,6 +39,7 @@ class CurveFit:
     message: str
     a_se: float = float("nan")  # standard error of A from the Jacobian at the optimum
     r0_fixed: bool = True
+    a_at_bound: bool = False  # A stopped at its upper bound a_max: the bound, not a measured ceiling
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,8 @@ def _line_pvalue(x: np.ndarray, R: np.ndarray, sse_sig: float, p_sig: int) -> fl
     return float(f_dist.sf(F, p_sig - 2, n - p_sig)) if F > 0 else 1.0
 
 
-def _judge(fit: CurveFit, c_max: float, line_p: float, max_a_se: float) -> tuple[bool, str]:
-    """(bent, message) for a fitted curve; c_max: the largest fitted compute."""
+def _judge(fit: CurveFit, c_max: float, line_p: float, max_a_se: float, a_max: float) -> tuple[bool, str]:
+    """(bent, message) for a fitted curve; c_max: the largest fitted compute; a_max: A's upper bound."""
     A, R0, a_se = fit.A, fit.R0, fit.a_se
     if A - R0 < max(0.01, 2.0 * fit.rmse):
         return False, f"not bent: no measurable gain over R0 (A - R0 = {A - R0:.3f}); nothing to extrapolate"
@@ -180,6 +181,9 @@ def _judge(fit: CurveFit, c_max: float, line_p: float, max_a_se: float) -> tuple
             f"not bent: A = {A:.3f} is too uncertain (standard error {a_se:.3g} > {max_a_se}); "
             "add compute or evaluate on a larger held-out set"
         )
+    if fit.a_at_bound:  # bent all the same (the method), but the bound is not a measured ceiling
+        return True, (f"bent, but A sits at its bound {a_max:g}: the fit found no ceiling below it, so A is "
+                      "the bound, not a measurement (docs/methods/scaling_curves.md)")
     return True, f"bent: A = {A:.3f} +- {a_se:.3f} (1 s.e.), C_mid within the data"
 
 
@@ -201,9 +205,10 @@ def _fit_arrays(
     R0_hat = float(R0) if R0 is not None else float(best.x[3])
     rmse = float(np.sqrt(2.0 * best.cost / C.size))
     a_se = _a_standard_error(best, C.size)
-    fit = CurveFit(A, B, float(np.exp(lnmid)), R0_hat, rmse, int(C.size), False, "", a_se, R0 is not None)
+    fit = CurveFit(A, B, float(np.exp(lnmid)), R0_hat, rmse, int(C.size), False, "", a_se, R0 is not None,
+                   a_at_bound=A >= a_max - 1e-6)
     line_p = _line_pvalue(x, R, 2.0 * best.cost, best.x.size)
-    bent, message = _judge(fit, float(C.max()), line_p, max_a_se)
+    bent, message = _judge(fit, float(C.max()), line_p, max_a_se, a_max)
     return replace(fit, bent=bent, message=message)
 
 

@@ -113,7 +113,7 @@ def _to_json(results: list[_RunResult]) -> dict:
         f = r.fit
         runs.append({
             "name": r.name, "A": _num(f.A), "B": _num(f.B), "C_mid": _num(f.C_mid), "R0": _num(f.R0),
-            "rmse": _num(f.rmse), "bent": bool(f.bent),
+            "rmse": _num(f.rmse), "bent": bool(f.bent), "a_at_bound": bool(f.a_at_bound),
             "prediction": {"at": r.at, "value": _num(r.value), "low": _num(r.low), "high": _num(r.high),
                            "observed": _num(r.observed)},
         })
@@ -136,9 +136,14 @@ def _table_rows(results: list[_RunResult]) -> list[list[str]]:
     return rows
 
 
+def _caveat(fit) -> str:
+    """What a ranking says beside a fit whose A is not a measured ceiling."""
+    return ", not bent" if not fit.bent else ", A at its bound" if fit.a_at_bound else ""
+
+
 def _ranking(results: list[_RunResult], key: str) -> str:
     order = sorted(results, key=lambda r: -getattr(r.fit, key))
-    parts = [f"{r.name} ({getattr(r.fit, key):.3f}{'' if r.fit.bent else ', not bent'})" for r in order]
+    parts = [f"{r.name} ({getattr(r.fit, key):.3f}{_caveat(r.fit)})" for r in order]
     return f"by {key}: " + " > ".join(parts)
 
 
@@ -184,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
             r.name = str(p)
     print_table(TABLE_HEADERS, _table_rows(results))
     for r in results:
-        if not r.fit.bent:
+        if not r.fit.bent or r.fit.a_at_bound:
             print(f"note: {r.name}: {r.fit.message}")
     if len(results) > 1:
         for line in _ranking_lines(results):

@@ -186,3 +186,14 @@ def test_bent_is_withdrawn_when_c_mid_interval_reaches_beyond_the_data():
     narrow = CurveBootstrap(arr, arr, arr, arr, {"C_mid": (1.5e3, 3e3), "A": (0.6, 0.8), "B": (1, 2),
                                                  "R0": (0.1, 0.1)}, 0.95, 0, 1.0)
     assert judge_interval(fit, narrow, float(C.max())).bent
+
+
+def test_a_bent_fit_with_a_at_its_bound_says_the_bound_is_no_measurement():
+    # a curve heading for 1.1 seen to 3x its midpoint: the fit bends, and A stops at the bound 1.0
+    C = np.geomspace(1e3 / 30, 1e3 * 3, 40)
+    fit = fit_sigmoid(C, _noisy(0.2, 1.1, 1.5, 1e3, C, 0), R0=0.2)
+    assert fit.bent and fit.a_at_bound and fit.A == pytest.approx(1.0)  # bent unchanged (the method)
+    assert "A sits at its bound 1" in fit.message and "not a measurement" in fit.message
+    inside = fit_sigmoid(np.geomspace(1e3 / 30, 1e3 * 30, 40), _noisy(0.2, 0.8, 1.5, 1e3, np.geomspace(
+        1e3 / 30, 1e3 * 30, 40), 0), R0=0.2)
+    assert inside.bent and not inside.a_at_bound and inside.message.startswith("bent: A = 0.79")

@@ -46,9 +46,9 @@ def test_fit_run_dir_json_keys_and_values(tmp_path, capsys):
     res = _fit_json(tmp_path, str(run))
     assert list(res) == ["runs"] and len(res["runs"]) == 1
     r = res["runs"][0]
-    assert list(r) == ["name", "A", "B", "C_mid", "R0", "rmse", "bent", "prediction"]
+    assert list(r) == ["name", "A", "B", "C_mid", "R0", "rmse", "bent", "a_at_bound", "prediction"]
     assert list(r["prediction"]) == ["at", "value", "low", "high", "observed"]
-    assert r["name"] == "cispo" and r["bent"] is True
+    assert r["name"] == "cispo" and r["bent"] is True and r["a_at_bound"] is False
     assert abs(r["A"] - 0.6) < 0.02 and abs(r["B"] / 1.2 - 1) < 0.15
     C, R = load_run_curve(run)[1:]
     assert r["R0"] == R[0]  # fixed to the first measured point
@@ -110,6 +110,17 @@ def test_never_bent_run_is_flagged(tmp_path, capsys):
     res = _fit_json(tmp_path, str(run))["runs"][0]
     assert res["bent"] is False
     assert "not bent" in capsys.readouterr().out
+
+
+def test_a_bent_run_with_a_at_its_bound_is_named(tmp_path, capsys):
+    at_bound = _fake_run(tmp_path, "heading_past_1", A=1.1, B=1.5, C_mid=6e17, seed=2)
+    inside = _fake_run(tmp_path, "cispo", A=0.6, B=1.2, C_mid=2e17, seed=0)
+    r, q = _fit_json(tmp_path, str(at_bound), str(inside))["runs"]
+    assert r["bent"] is True and r["a_at_bound"] is True and r["A"] == pytest.approx(1.0)
+    assert q["bent"] is True and q["a_at_bound"] is False
+    out = capsys.readouterr().out
+    assert "note: heading_past_1: bent, but A sits at its bound 1" in out and "note: cispo" not in out
+    assert "by A: heading_past_1 (1.000, A at its bound) > cispo (0.6" in out
 
 
 def test_csv_and_jsonl_files_and_plot(tmp_path):

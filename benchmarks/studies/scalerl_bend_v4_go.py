@@ -49,7 +49,6 @@ PILOTS = (("c_pilot_ref", "pilot_ref"), ("c_pilot_grpo", "pilot_grpo"))
 ARMS = (("c_scalerl", "scalerl"), ("c_grpo", "grpo"), ("c_dapo", "dapo"))
 DIP = 0.05
 POOL, HOLD = 34_000, 0.9  # the task's training problems (3-4 operands, pool 40,000); the retired share allowed
-A_BOUND = 1.0
 
 
 def dip(R: np.ndarray, window: int = WINDOW) -> tuple[float, float]:
@@ -89,7 +88,7 @@ def judge(C: np.ndarray, R: np.ndarray, fit, boot, retired: int) -> dict:
     """One pilot curve (C (N,), R (N,)), its fit with replicates and the prompts retired at its end ->
     the four tests and the numbers behind them."""
     out = {**judge_v2(C, R, fit, boot), **premises(R, retired)}
-    out["A_at_bound"] = bool(out["A"] >= A_BOUND - 1e-6)
+    out["A_at_bound"] = bool(fit.a_at_bound)  # A at the fit's bound 1.0 (rlvr.analysis.curves)
     out["passes"] = bool(out["passes"] and not out["dips"] and not out["drained"])
     return out
 

@@ -77,9 +77,10 @@ class PromptSampler:
         walked by the active prompts' places in each epoch's order, not position by position: the same
         batches, without a Python step per pool entry per epoch (one active prompt of 34,000 took 2.26 s a
         batch of 64, measured in docs/methods/advantages.md)."""
-        active = len(self.problems) - len(retired)
-        if active < n:  # the cheap bound says short: count exactly (ids outside the pool only lower the bound)
-            active = sum(p.id not in retired for p in self.problems)
+        active, few = len(self.problems) - len(retired), None
+        if active < n:  # the cheap bound says short: list them (ids outside the pool only lower the bound)
+            few = [i for i, p in enumerate(self.problems) if p.id not in retired]
+            active = len(few)
         if active <= 0:
             if not self._warned_exhausted:
                 warn(f"every training prompt ({len(self.problems):,}) is retired (No-Positive-Resampling); reusing "
@@ -93,7 +94,7 @@ class PromptSampler:
                  f"(No-Positive-Resampling), fewer than the {n} a step draws: each batch repeats them (said "
                  "once; the metric retired_prompts shows the pool)")
             self._warned_short = True
-        return self._walk_few(n, [i for i, p in enumerate(self.problems) if p.id not in retired])
+        return self._walk_few(n, few)
 
     def _next_epoch_if_done(self) -> None:
         if self.pos >= len(self._order):
